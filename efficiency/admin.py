@@ -1,0 +1,105 @@
+from django.contrib import admin
+from django.db.models import Count
+from django.utils.translation import gettext_lazy as _
+
+from efficiency.models import Cluster, Department, DepartmentMapping, Gpu, Job, Node, WorkerHeartbeat
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "node_count", "created_at"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_node_count=Count("nodes"))
+
+    @admin.display(description=_("nodes"), ordering="_node_count")
+    def node_count(self, obj: Cluster) -> int:
+        return obj._node_count
+
+
+class DepartmentMappingInline(admin.TabularInline):
+    model = DepartmentMapping
+    extra = 0
+
+
+@admin.register(Department)
+class DepartmentAdmin(admin.ModelAdmin):
+    list_display = ["code", "name", "head_names", "is_active"]
+    list_filter = ["is_active"]
+    search_fields = ["code", "name", "heads__username"]
+    filter_horizontal = ["heads"]
+    inlines = [DepartmentMappingInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("heads")
+
+    @admin.display(description=_("heads"))
+    def head_names(self, obj: Department) -> str:
+        return ", ".join(user.username for user in obj.heads.all())
+
+
+@admin.register(DepartmentMapping)
+class DepartmentMappingAdmin(admin.ModelAdmin):
+    list_display = ["kind", "value", "department", "cluster"]
+    list_filter = ["kind", "cluster", "department"]
+    search_fields = ["value", "department__code", "department__name"]
+    list_select_related = ["department", "cluster"]
+
+
+class GpuInline(admin.TabularInline):
+    model = Gpu
+    extra = 0
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = [
+        "hostname",
+        "cluster",
+        "gpu_model",
+        "gpu_count",
+        "rdma_capable",
+        "fault_domain",
+        "state",
+        "owner_department",
+    ]
+    list_filter = ["cluster", "state", "gpu_model", "rdma_capable", "fault_domain", "owner_department"]
+    search_fields = ["hostname", "fault_domain"]
+    list_select_related = ["cluster", "owner_department"]
+    inlines = [GpuInline]
+
+
+@admin.register(Gpu)
+class GpuAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "uuid", "model", "memory_mib"]
+    list_filter = ["model"]
+    search_fields = ["uuid", "node__hostname"]
+    list_select_related = ["node"]
+    raw_id_fields = ["node"]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = [
+        "external_id",
+        "name",
+        "department",
+        "user_name",
+        "state",
+        "gpu_count",
+        "submitted_at",
+        "started_at",
+        "ended_at",
+    ]
+    list_filter = ["cluster", "source", "state", "framework", "department"]
+    search_fields = ["external_id", "name", "user_name", "account"]
+    list_select_related = ["department", "cluster"]
+    raw_id_fields = ["nodes"]
+    date_hierarchy = "submitted_at"
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(admin.ModelAdmin):
+    list_display = ["hostname", "last_seen_at"]

@@ -1,0 +1,18 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from efficiency.api import views
+
+app_name = "api"
+
+router = DefaultRouter()
+router.register("departments", views.DepartmentViewSet, basename="department")
+router.register("nodes", views.NodeViewSet, basename="node")
+router.register("jobs", views.JobViewSet, basename="job")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    *router.urls,
+]

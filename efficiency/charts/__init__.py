@@ -1,0 +1,1 @@
+"""Pure chart builders: plain data in, a Plotly figure out. No Django imports here."""

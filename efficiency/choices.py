@@ -1,0 +1,57 @@
+"""States, kinds and roles used across the domain."""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Role(models.TextChoices):
+    """The three portal roles; each is a Django group of the same name."""
+
+    DEPARTMENT_HEAD = "department_head", _("Department head")
+    COMMITTEE = "committee", _("GPU committee")
+    PLATFORM_ADMIN = "platform_admin", _("Platform admin")
+
+
+class NodeState(models.TextChoices):
+    ACTIVE = "active", _("Active")
+    ISOLATED = "isolated", _("Isolated")
+    DRAINING = "draining", _("Draining")
+    RETIRED = "retired", _("Retired")
+
+
+class MappingKind(models.TextChoices):
+    SLURM_ACCOUNT = "slurm_account", _("Slurm account")
+    K8S_NAMESPACE = "k8s_namespace", _("Kubernetes namespace")
+
+
+class JobSource(models.TextChoices):
+    SLURM = "slurm", _("Slurm")
+    KUBERNETES = "kubernetes", _("Kubernetes")
+    CSV = "csv", _("CSV import")
+    API = "api", _("Push API")
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    RUNNING = "running", _("Running")
+    COMPLETED = "completed", _("Completed")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    TIMEOUT = "timeout", _("Timed out")
+    PREEMPTED = "preempted", _("Preempted")
+    NODE_FAIL = "node_fail", _("Node failure")
+
+    @classmethod
+    def finished(cls) -> set[str]:
+        return {cls.COMPLETED, cls.FAILED, cls.CANCELLED, cls.TIMEOUT, cls.PREEMPTED, cls.NODE_FAIL}
+
+
+class Framework(models.TextChoices):
+    """The training stack a job runs; the config audit compares it with the optimized one."""
+
+    UNKNOWN = "unknown", _("Unknown")
+    PYTORCH = "pytorch", _("PyTorch")
+    MEGATRON = "megatron", _("Megatron-LM")
+    DEEPSPEED = "deepspeed", _("DeepSpeed")
+    ACCELERATED = "accelerated", _("Optimized acceleration library")
+    OTHER = "other", _("Other")

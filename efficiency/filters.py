@@ -1,0 +1,97 @@
+"""FilterSets shared by the HTML lists and the API, so both accept the same parameters."""
+
+import django_filters
+from django.db.models import Q, QuerySet
+from django.utils.translation import gettext_lazy as _
+
+from efficiency.choices import JobSource, JobState, NodeState
+from efficiency.models import Cluster, Department, Job, Node
+from efficiency.scoping import scope_queryset
+
+
+def _visible_departments(request) -> QuerySet[Department]:
+    # A head may only filter by their own departments: any other code is an invalid choice.
+    if request is None:
+        return Department.objects.none()
+    return scope_queryset(Department.objects.all(), request.user)
+
+
+class DepartmentFilter(django_filters.FilterSet):
+    q = django_filters.CharFilter(label=_("Search"), method="search")
+
+    class Meta:
+        model = Department
+        fields = ["q", "is_active"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(code__icontains=value) | Q(name__icontains=value))
+
+
+class NodeFilter(django_filters.FilterSet):
+    q = django_filters.CharFilter(label=_("Hostname"), field_name="hostname", lookup_expr="icontains")
+    cluster = django_filters.ModelChoiceFilter(
+        label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug"
+    )
+    state = django_filters.ChoiceFilter(label=_("State"), choices=NodeState.choices)
+    owner = django_filters.ModelChoiceFilter(
+        label=_("Owner"),
+        field_name="owner_department",
+        queryset=_visible_departments,
+        to_field_name="code",
+    )
+    shared_pool = django_filters.BooleanFilter(
+        label=_("Shared pool"), field_name="owner_department", lookup_expr="isnull"
+    )
+    gpu_model = django_filters.CharFilter(label=_("GPU model"), lookup_expr="iexact")
+    fault_domain = django_filters.CharFilter(label=_("Fault domain"))
+    rdma_capable = django_filters.BooleanFilter(label=_("RDMA capable"))
+
+    class Meta:
+        model = Node
+        fields = [
+            "q",
+            "cluster",
+            "state",
+            "owner",
+            "shared_pool",
+            "gpu_model",
+            "fault_domain",
+            "rdma_capable",
+        ]
+
+
+class JobFilter(django_filters.FilterSet):
+    q = django_filters.CharFilter(label=_("Search"), method="search")
+    cluster = django_filters.ModelChoiceFilter(
+        label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug"
+    )
+    department = django_filters.ModelChoiceFilter(
+        label=_("Department"), queryset=_visible_departments, to_field_name="code"
+    )
+    state = django_filters.MultipleChoiceFilter(label=_("State"), choices=JobState.choices)
+    source = django_filters.ChoiceFilter(label=_("Source"), choices=JobSource.choices)
+    user = django_filters.CharFilter(label=_("User"), field_name="user_name")
+    submitted_after = django_filters.IsoDateTimeFilter(
+        label=_("Submitted after"), field_name="submitted_at", lookup_expr="gte"
+    )
+    submitted_before = django_filters.IsoDateTimeFilter(
+        label=_("Submitted before"), field_name="submitted_at", lookup_expr="lt"
+    )
+    min_gpus = django_filters.NumberFilter(label=_("Min GPUs"), field_name="gpu_count", lookup_expr="gte")
+
+    class Meta:
+        model = Job
+        fields = [
+            "q",
+            "cluster",
+            "department",
+            "state",
+            "source",
+            "user",
+            "submitted_after",
+            "submitted_before",
+            "min_gpus",
+        ]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(name__icontains=value) | Q(external_id__icontains=value))

@@ -1,0 +1,19 @@
+from django.core.management.base import BaseCommand
+
+from efficiency.services.organisation import demo_organisation_create
+
+DEFAULT_DEMO_PASSWORD = "portal-demo"  # noqa: S105 -- printed at start; demo only
+
+
+class Command(BaseCommand):
+    help = "Create the demo organisation (reference scenario) and one user per role; idempotent."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--password", default=DEFAULT_DEMO_PASSWORD, help="Password for new demo users.")
+
+    def handle(self, *args, password: str, **options):
+        logins = demo_organisation_create(password=password)
+        self.stdout.write(self.style.SUCCESS("Demo organisation ready. Sign in as:"))
+        for login in logins:
+            scope = ", ".join(login.departments) or "all departments"
+            self.stdout.write(f"  {login.username:<12} / {password:<12}  {login.role.label} ({scope})")

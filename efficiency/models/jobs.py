@@ -1,0 +1,98 @@
+"""Jobs as the schedulers report them."""
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from efficiency.choices import Framework, JobSource, JobState
+from efficiency.models.inventory import Cluster, Department, Node
+
+
+class JobQuerySet(models.QuerySet):
+    def for_departments(self, department_ids: Iterable[int]) -> "JobQuerySet":
+        return self.filter(department_id__in=list(department_ids))
+
+    def between(self, start: datetime, end: datetime) -> "JobQuerySet":
+        """Jobs that held GPUs at some moment of [start, end)."""
+        return self.filter(started_at__lt=end).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+
+
+class Job(models.Model):
+    """A scheduler job (Slurm job, Kubernetes job), with the config it was submitted with.
+
+    ``config`` is the snapshot the config audit reads: environment variables, image, mounts,
+    storage cache mode and launcher arguments, captured at submit time.
+    """
+
+    cluster = models.ForeignKey(
+        Cluster, verbose_name=_("cluster"), on_delete=models.CASCADE, related_name="jobs"
+    )
+    source = models.CharField(_("source"), max_length=20, choices=JobSource.choices)
+    external_id = models.CharField(_("external id"), max_length=200)
+    department = models.ForeignKey(
+        Department,
+        verbose_name=_("department"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="jobs",
+        help_text=_("Empty when no mapping matched the job's account or namespace."),
+    )
+    account = models.CharField(
+        _("account or namespace"), max_length=200, blank=True, help_text=_("As the scheduler reports it.")
+    )
+    user_name = models.CharField(_("user"), max_length=150, blank=True)
+    name = models.CharField(_("name"), max_length=500, blank=True)
+    state = models.CharField(_("state"), max_length=20, choices=JobState.choices)
+    gpu_count = models.PositiveIntegerField(_("GPUs"), default=0)
+    gpu_model = models.CharField(_("GPU model"), max_length=100, blank=True)
+    node_count = models.PositiveIntegerField(_("nodes"), default=0)
+    nodes = models.ManyToManyField(Node, verbose_name=_("nodes"), related_name="jobs", blank=True)
+    submitted_at = models.DateTimeField(_("submitted at"))
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
+    framework = models.CharField(
+        _("framework"), max_length=20, choices=Framework.choices, default=Framework.UNKNOWN
+    )
+    config = models.JSONField(_("config snapshot"), default=dict, blank=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "source", "external_id"], name="job_unique_external_id"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["department", "-submitted_at"]),
+            models.Index(fields=["state"]),
+            models.Index(fields=["started_at", "ended_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.external_id} {self.name}".strip()
+
+    @property
+    def wait_s(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return (self.started_at - self.submitted_at).total_seconds()
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+    @property
+    def gpu_hours(self) -> float | None:
+        duration_s = self.duration_s
+        return None if duration_s is None else self.gpu_count * duration_s / 3600

@@ -1,0 +1,80 @@
+"""Who may see what: the one place where department scoping is decided.
+
+Every page, API endpoint, export and chart gets its rows through ``scope_queryset``:
+
+* a platform admin or a committee member sees every department;
+* a department head sees the departments they head, and nothing of any other;
+* a signed-in user with no role sees nothing.
+
+A model that is not listed here cannot be scoped, and asking for it raises: new data stays
+private until someone decides who sees it.
+"""
+
+from functools import cache
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Model, QuerySet
+
+from efficiency.choices import Role
+from efficiency.models import Department, DepartmentMapping, Gpu, Job, Node
+
+_ROLE_PRECEDENCE = [Role.PLATFORM_ADMIN, Role.COMMITTEE, Role.DEPARTMENT_HEAD]
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def user_role(user: User) -> Role | None:
+    """The most privileged portal role of a user (superusers are platform admins)."""
+    if not user.is_authenticated or not user.is_active:
+        return None
+    if user.is_superuser:
+        return Role.PLATFORM_ADMIN
+    cached = getattr(user, "_portal_role", False)
+    if cached is not False:
+        return cached
+    names = set(user.groups.values_list("name", flat=True))
+    role = next((r for r in _ROLE_PRECEDENCE if r.value in names), None)
+    user._portal_role = role
+    return role
+
+
+def sees_all_departments(user: User) -> bool:
+    return user_role(user) in {Role.PLATFORM_ADMIN, Role.COMMITTEE}
+
+
+def visible_department_ids(user: User) -> list[int] | None:
+    """Ids of the departments a user may see; ``None`` means all of them."""
+    if sees_all_departments(user):
+        return None
+    if user_role(user) != Role.DEPARTMENT_HEAD:
+        return []
+    cached = getattr(user, "_portal_department_ids", None)
+    if cached is None:
+        cached = list(user.headed_departments.values_list("pk", flat=True))
+        user._portal_department_ids = cached
+    return cached
+
+
+@cache
+def _scopers() -> dict[type[Model], object]:
+    return {
+        Department: lambda qs, ids: qs.filter(pk__in=ids),
+        DepartmentMapping: lambda qs, ids: qs.filter(department_id__in=ids),
+        Node: lambda qs, ids: qs.for_departments(ids),
+        Gpu: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),
+        Job: lambda qs, ids: qs.for_departments(ids),
+    }
+
+
+def scope_queryset(queryset: QuerySet, user: User) -> QuerySet:
+    """Narrow ``queryset`` to the rows ``user`` may see."""
+    scoper = _scopers().get(queryset.model)
+    if scoper is None:
+        raise ImproperlyConfigured(f"No department scoping is defined for {queryset.model.__name__}.")
+    ids = visible_department_ids(user)
+    if ids is None:
+        return queryset
+    if not ids:
+        return queryset.none()
+    return scoper(queryset, ids)

@@ -1,0 +1,1 @@
+"""The read side: what each page and endpoint needs, already scoped to the user."""

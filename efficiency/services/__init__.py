@@ -1,0 +1,1 @@
+"""The write side: one function per use case, each in one transaction."""

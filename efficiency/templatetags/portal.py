@@ -1,0 +1,32 @@
+from django import template
+from django.utils.html import format_html, json_script
+from plotly.graph_objects import Figure
+from plotly.utils import PlotlyJSONEncoder
+
+register = template.Library()
+
+
+@register.simple_tag
+def plotly_chart(figure: Figure, element_id: str) -> str:
+    """A chart placeholder plus its figure as escaped JSON; static/efficiency/js/charts.js draws it."""
+    data_id = f"{element_id}-data"
+    return format_html(
+        '<div class="chart" id="{}" data-plotly="{}" role="img" aria-label="{}"></div>{}',
+        element_id,
+        data_id,
+        figure.layout.title.text or "",
+        json_script(figure.to_plotly_json(), data_id, encoder=PlotlyJSONEncoder),
+    )
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """Seconds as ``1d 02:03:04`` / ``02:03:04``; blank when unknown."""
+    if seconds is None:
+        return "—"
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}d {clock}" if days else clock

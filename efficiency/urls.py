@@ -1,0 +1,15 @@
+from django.urls import path
+
+from efficiency.views import home, inventory, jobs
+
+app_name = "efficiency"
+
+urlpatterns = [
+    path("", home.home, name="home"),
+    path("departments/", inventory.department_list_view, name="department-list"),
+    path("departments/<slug:code>/", inventory.department_detail_view, name="department-detail"),
+    path("nodes/", inventory.node_list_view, name="node-list"),
+    path("nodes/<int:pk>/", inventory.node_detail_view, name="node-detail"),
+    path("jobs/", jobs.job_list_view, name="job-list"),
+    path("jobs/<int:pk>/", jobs.job_detail_view, name="job-detail"),
+]

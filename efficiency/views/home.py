@@ -1,0 +1,37 @@
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.translation import gettext as _
+
+from efficiency.charts.inventory import gpu_ownership_figure
+from efficiency.choices import Role
+from efficiency.scoping import user_role
+from efficiency.selectors.home import home_summary
+from efficiency.selectors.inventory import department_list, gpu_ownership_summary
+from efficiency.services.health import worker_heartbeat_list
+
+_TEMPLATES = {
+    Role.DEPARTMENT_HEAD: "efficiency/home/department_head.html",
+    Role.COMMITTEE: "efficiency/home/committee.html",
+    Role.PLATFORM_ADMIN: "efficiency/home/platform_admin.html",
+}
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """The landing page of each role, with the headline numbers within the user's scope."""
+    role = user_role(request.user)
+    if role is None:
+        return render(request, "efficiency/home/no_role.html")
+    figure = gpu_ownership_figure(
+        gpu_ownership_summary(user=request.user),
+        title=_("GPUs by owner and model"),
+        shared_pool_label=_("Shared pool"),
+        axis_label=_("GPUs"),
+    )
+    context = {
+        "summary": home_summary(user=request.user),
+        "departments": department_list(user=request.user),
+        "ownership_figure": figure,
+    }
+    if role == Role.PLATFORM_ADMIN:
+        context["heartbeats"] = worker_heartbeat_list()
+    return render(request, _TEMPLATES[role], context)

@@ -1,0 +1,270 @@
+"""Settings for the GPU Efficiency Portal, read from the environment.
+
+Two modes:
+
+* the embedded default (no variables set): SQLite and a file-system Celery broker under
+  ``var/``, so ``make run`` needs nothing but Python;
+* production (``PORTAL_ENV=production``): PostgreSQL via ``DATABASE_URL``, Redis or RabbitMQ via
+  ``CELERY_BROKER_URL``, HTTPS-only cookies and HSTS; ``manage.py check --deploy`` is clean.
+"""
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+import plotly
+from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
+
+from portal.envutils import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+PORTAL_ENV = env_str("PORTAL_ENV", "embedded")
+if PORTAL_ENV not in {"embedded", "production"}:
+    raise ImproperlyConfigured(f"PORTAL_ENV={PORTAL_ENV!r}: use 'embedded' or 'production'.")
+PRODUCTION = PORTAL_ENV == "production"
+
+DEBUG = env_bool("DEBUG", False)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG must be off when PORTAL_ENV=production.")
+
+
+def _secret_key() -> str:
+    key = env_str("SECRET_KEY")
+    if key:
+        return key
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY must be set when PORTAL_ENV=production.")
+    # Embedded mode: keep one generated key under var/ so sessions survive restarts.
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(64))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "efficiency",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "efficiency.middleware.PortalLoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.i18n",
+                "efficiency.context_processors.portal",
+            ],
+        },
+    },
+]
+
+# --- Database --------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default has a web server and a Celery worker writing one file: WAL lets
+    # readers go on during a write, IMMEDIATE avoids "database is locked" on lock upgrades.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth ------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "efficiency:home"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- I18n and time ---------------------------------------------------------------------------
+LANGUAGE_CODE = env_str("LANGUAGE_CODE", "en")
+LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+USE_I18N = True
+TIME_ZONE = env_str("TIME_ZONE", "Asia/Shanghai")
+USE_TZ = True  # stored in UTC, shown in TIME_ZONE
+
+# --- Static files ----------------------------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    # plotly.js ships inside the plotly wheel: serve that copy, so the browser library always
+    # matches the Python library that builds the figures, and no CDN is needed.
+    ("vendor/plotly", Path(plotly.__file__).parent / "package_data"),
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+# Outside production static files are served straight from the finders: no collectstatic step.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+
+# --- Security --------------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+    if env_bool("TRUST_X_FORWARDED_PROTO", False):
+        # Only behind a proxy that sets (and strips incoming) X-Forwarded-Proto.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- REST API --------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    # Token first: an anonymous API call gets 401 with "WWW-Authenticate: Token".
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "efficiency.api.pagination.PortalPagination",
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU Efficiency Portal API",
+    "DESCRIPTION": "Read and act on GPU usage, quotas, jobs and faults. Scoped to your departments.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "NodeStateEnum": "efficiency.choices.NodeState",
+        "JobStateEnum": "efficiency.choices.JobState",
+    },
+}
+
+# --- Celery ----------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # The embedded broker: messages are files under var/broker, so no server is needed.
+    _broker_dir = VAR_DIR / "broker"
+    for _sub in ("queue", "processed", "control"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+        "control_folder": str(_broker_dir / "control"),
+    }
+    _default_backend = f"file://{VAR_DIR / 'celery-results'}"
+    (VAR_DIR / "celery-results").mkdir(exist_ok=True)
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    _default_backend = CELERY_BROKER_URL
+else:
+    _default_backend = "rpc://"
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _default_backend)
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TIMEZONE = "UTC"
+CELERY_ENABLE_UTC = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# A collector task that dies half-way must run again rather than lose its data: acknowledge
+# after the task has finished, and re-queue when the worker process is killed.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 30 * 60)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Every periodic job of the portal, in one place, each with its cadence in words.
+CELERY_BEAT_SCHEDULE = {
+    # Every minute: a worker records that it is alive, so /healthz can tell a stuck queue.
+    "worker-heartbeat": {"task": "efficiency.tasks.worker_heartbeat_task", "schedule": 60.0},
+    # Daily at 03:30 UTC: drop heartbeats of workers that have been gone for a week.
+    "heartbeat-prune": {
+        "task": "efficiency.tasks.worker_heartbeat_prune_task",
+        "schedule": crontab(hour=3, minute=30),
+    },
+}
+
+# --- Portal ----------------------------------------------------------------------------------
+# A worker heartbeat older than this makes /healthz report the workers as stale.
+PORTAL_WORKER_STALE_AFTER_S = env_int("PORTAL_WORKER_STALE_AFTER_S", 180)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
