@@ -16,12 +16,24 @@ def _visible_departments(request) -> QuerySet[Department]:
     return scope_queryset(Department.objects.all(), request.user)
 
 
+def _yes_no_filter(label, **kwargs) -> django_filters.TypedChoiceFilter:
+    """``true``/``false`` only: anything else is a 400, not silently "no filter"."""
+    return django_filters.TypedChoiceFilter(
+        label=label,
+        choices=[("true", _("Yes")), ("false", _("No"))],
+        coerce=lambda value: value == "true",
+        **kwargs,
+    )
+
+
 class DepartmentFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(label=_("Search"), method="search")
 
     class Meta:
         model = Department
         fields = ["q", "is_active"]
+
+    is_active = _yes_no_filter(_("Active"))
 
     def search(self, queryset, name, value):
         return queryset.filter(Q(code__icontains=value) | Q(name__icontains=value))
@@ -39,12 +51,10 @@ class NodeFilter(django_filters.FilterSet):
         queryset=_visible_departments,
         to_field_name="code",
     )
-    shared_pool = django_filters.BooleanFilter(
-        label=_("Shared pool"), field_name="owner_department", lookup_expr="isnull"
-    )
+    shared_pool = _yes_no_filter(_("Shared pool"), field_name="owner_department", lookup_expr="isnull")
     gpu_model = django_filters.CharFilter(label=_("GPU model"), lookup_expr="iexact")
     fault_domain = django_filters.CharFilter(label=_("Fault domain"))
-    rdma_capable = django_filters.BooleanFilter(label=_("RDMA capable"))
+    rdma_capable = _yes_no_filter(_("RDMA capable"))
 
     class Meta:
         model = Node

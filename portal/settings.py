@@ -200,6 +200,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Read and act on GPU usage, quotas, jobs and faults. Scoped to your departments.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

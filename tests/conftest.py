@@ -1,0 +1,46 @@
+import pytest
+
+from efficiency.choices import Role
+from tests.factories import DepartmentFactory, JobFactory, NodeFactory, UserFactory
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hasher(settings):
+    # The default PBKDF2 costs ~0.3 s a login; tests log in hundreds of times.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def org(db):
+    """Two departments, each with a node and a job, and one user per role.
+
+    ``head_a`` heads department A only; ``head_b`` heads B only.
+    """
+    dept_a = DepartmentFactory(code="vision", name="Vehicle vision")
+    dept_b = DepartmentFactory(code="radar", name="Radar perception")
+    node_a = NodeFactory(hostname="gpu-a01", owner_department=dept_a)
+    node_b = NodeFactory(hostname="gpu-b01", owner_department=dept_b, cluster=node_a.cluster)
+    job_a = JobFactory(department=dept_a, cluster=node_a.cluster, name="vision-train")
+    job_a.nodes.add(node_a)
+    job_b = JobFactory(department=dept_b, cluster=node_a.cluster, name="radar-train")
+    job_b.nodes.add(node_b)
+    return type(
+        "Org",
+        (),
+        {
+            "dept_a": dept_a,
+            "dept_b": dept_b,
+            "node_a": node_a,
+            "node_b": node_b,
+            "job_a": job_a,
+            "job_b": job_b,
+            "cluster": node_a.cluster,
+            "head_a": UserFactory(username="head-a", role=(Role.DEPARTMENT_HEAD, "vision")),
+            "head_b": UserFactory(username="head-b", role=(Role.DEPARTMENT_HEAD, "radar")),
+            "committee": UserFactory(username="committee", role=Role.COMMITTEE),
+            "admin": UserFactory(username="admin", role=Role.PLATFORM_ADMIN),
+            "no_role": UserFactory(username="nobody"),
+        },
+    )

@@ -1,0 +1,58 @@
+from django.contrib.auth import get_user_model
+
+from efficiency.choices import MappingKind, Role
+from efficiency.models import Department, DepartmentMapping, Gpu, Node
+from efficiency.scoping import user_role, visible_department_ids
+from efficiency.services.organisation import REFERENCE_DEPARTMENTS, demo_organisation_create
+
+
+def test_demo_organisation_is_the_reference_scenario(db):
+    demo_organisation_create(password="pw")
+    assert Department.objects.count() == 9
+    assert Node.objects.count() == 64
+    assert Gpu.objects.count() == 512
+    assert set(Node.objects.values_list("gpu_model", flat=True)) == {
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA A100-SXM4-80GB",
+    }
+    assert Node.objects.filter(owner_department__isnull=True).count() == 0  # fixed partition
+    assert sum(spec.node_count for spec in REFERENCE_DEPARTMENTS) == 64
+    assert sorted(set(Node.objects.values_list("fault_domain", flat=True))) == [
+        "rack-01",
+        "rack-02",
+        "rack-03",
+        "rack-04",
+    ]
+    assert (
+        DepartmentMapping.objects.get(kind=MappingKind.K8S_NAMESPACE, value="team-bev").department.code
+        == "bev"
+    )
+
+
+def test_demo_organisation_can_run_twice_without_duplicates_or_password_reset(db):
+    demo_organisation_create(password="first")
+    demo_organisation_create(password="second")
+    assert Node.objects.count() == 64
+    assert Gpu.objects.count() == 512
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.check_password("first")
+
+
+def test_demo_users_have_one_role_each(db):
+    demo_organisation_create(password="pw")
+    users = {user.username: user for user in get_user_model().objects.all()}
+    assert user_role(users["admin"]) == Role.PLATFORM_ADMIN
+    assert users["admin"].is_staff
+    assert user_role(users["committee"]) == Role.COMMITTEE
+    assert user_role(users["head-vision"]) == Role.DEPARTMENT_HEAD
+    assert visible_department_ids(users["head-vision"]) == [Department.objects.get(code="vision").pk]
+
+
+def test_demo_setup_command_prints_the_logins(db, capsys):
+    from django.core.management import call_command
+
+    call_command("demo_setup", password="s3cret")
+    out = capsys.readouterr().out
+    for username in ("admin", "committee", "head-vision", "head-radar"):
+        assert username in out
+    assert "s3cret" in out

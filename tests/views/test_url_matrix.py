@@ -1,0 +1,116 @@
+"""Every URL, as every role: who gets in, who is sent to log in, who is told it does not exist.
+
+A department head must never reach another department's objects (404, so that the portal does
+not even confirm they exist). A new URL that is not in ``MATRIX`` fails
+``test_every_url_is_in_the_matrix``: decide who may see it before it ships.
+"""
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+ROLES = ["anonymous", "no_role", "head_a", "head_b", "committee", "admin"]
+
+PAGE = {"anonymous": 302, "no_role": 200, "head_a": 200, "head_b": 200, "committee": 200, "admin": 200}
+API = {**PAGE, "anonymous": 401}
+A_ONLY = {"anonymous": 302, "no_role": 404, "head_a": 200, "head_b": 404, "committee": 200, "admin": 200}
+API_A_ONLY = {**A_ONLY, "anonymous": 401}
+PUBLIC = dict.fromkeys(ROLES, 200)
+ADMIN_ONLY = {**dict.fromkeys(ROLES, 302), "admin": 200}
+
+# url name -> (method, path built from the org fixture, expected status per role)
+MATRIX = {
+    "efficiency:home": ("get", lambda o: "/", PAGE),
+    "efficiency:department-list": ("get", lambda o: "/departments/", PAGE),
+    "efficiency:department-detail": ("get", lambda o: f"/departments/{o.dept_a.code}/", A_ONLY),
+    "efficiency:node-list": ("get", lambda o: "/nodes/", PAGE),
+    "efficiency:node-detail": ("get", lambda o: f"/nodes/{o.node_a.pk}/", A_ONLY),
+    "efficiency:job-list": ("get", lambda o: "/jobs/", PAGE),
+    "efficiency:job-detail": ("get", lambda o: f"/jobs/{o.job_a.pk}/", A_ONLY),
+    "login": ("get", lambda o: "/login/", {**PUBLIC, **dict.fromkeys(ROLES[1:], 302)}),
+    "logout": ("post", lambda o: "/logout/", dict.fromkeys(ROLES, 302)),
+    "set_language": ("post", lambda o: "/i18n/setlang/", dict.fromkeys(ROLES, 302)),
+    "healthz": ("get", lambda o: "/healthz", {}),  # 200 or 503 by health; asserted below
+    "api:api-root": ("get", lambda o: "/api/v1/", API),
+    "api:schema": ("get", lambda o: "/api/v1/schema/", API),
+    "api:docs": ("get", lambda o: "/api/v1/docs/", API),
+    "api:department-list": ("get", lambda o: "/api/v1/departments/", API),
+    "api:department-detail": ("get", lambda o: f"/api/v1/departments/{o.dept_a.code}/", API_A_ONLY),
+    "api:node-list": ("get", lambda o: "/api/v1/nodes/", API),
+    "api:node-detail": ("get", lambda o: f"/api/v1/nodes/{o.node_a.pk}/", API_A_ONLY),
+    "api:job-list": ("get", lambda o: "/api/v1/jobs/", API),
+    "api:job-detail": ("get", lambda o: f"/api/v1/jobs/{o.job_a.pk}/", API_A_ONLY),
+    "admin:index": ("get", lambda o: "/admin/", ADMIN_ONLY),
+}
+
+
+def _named_urls(patterns=None, namespace=""):
+    for pattern in patterns if patterns is not None else get_resolver().url_patterns:
+        if isinstance(pattern, URLResolver):
+            inner = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+            if pattern.namespace == "admin":
+                continue  # Django's own admin guards itself; admin:index stands for it.
+            yield from _named_urls(pattern.url_patterns, inner)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            yield f"{namespace}{pattern.name}"
+
+
+def test_every_url_is_in_the_matrix():
+    missing = sorted(set(_named_urls()) - set(MATRIX))
+    assert not missing, f"URLs without an access rule in MATRIX: {missing}"
+
+
+def _client_as(client, org, role):
+    if role != "anonymous":
+        client.force_login(getattr(org, role))
+    return client
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("name", [name for name in MATRIX if name != "healthz"])
+def test_url_access_by_role(client, org, name, role):
+    method, build, expected = MATRIX[name]
+    client = _client_as(client, org, role)
+    response = getattr(client, method)(build(org))
+    assert response.status_code == expected[role], (
+        f"{role} on {name} got {response.status_code}, expected {expected[role]}"
+    )
+    if role == "anonymous" and expected[role] == 302 and not name.startswith(("login", "logout", "set_")):
+        assert "/login/" in response["Location"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_healthz_needs_no_login(client, org, role):
+    response = _client_as(client, org, role).get("/healthz")
+    assert response.status_code in (200, 503)
+    assert response.json()["database"] == {"ok": True}
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "expected"),
+    [
+        ("/api/v1/departments/", "code", {"vision"}),
+        ("/api/v1/nodes/", "hostname", {"gpu-a01"}),
+        ("/api/v1/jobs/", "name", {"vision-train"}),
+    ],
+)
+def test_department_head_lists_only_their_departments_rows(client, org, path, key, expected):
+    client.force_login(org.head_a)
+    assert {row[key] for row in client.get(path).json()["results"]} == expected
+    client.force_login(org.committee)
+    assert len(client.get(path).json()["results"]) == 2
+
+
+@pytest.mark.parametrize("path", ["/departments/", "/nodes/", "/jobs/", "/"])
+def test_department_head_pages_never_mention_another_department(client, org, path):
+    client.force_login(org.head_a)
+    body = client.get(path).content.decode()
+    assert "Radar perception" not in body
+    assert "gpu-b01" not in body
+    assert "radar-train" not in body
+
+
+def test_committee_sees_both_departments_on_the_department_list(client, org):
+    client.force_login(org.committee)
+    body = client.get("/departments/").content.decode()
+    assert "Vehicle vision" in body
+    assert "Radar perception" in body
