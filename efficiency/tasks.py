@@ -3,6 +3,7 @@
 import socket
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
 
@@ -23,3 +24,9 @@ def worker_heartbeat_task() -> dict:
 @shared_task
 def worker_heartbeat_prune_task() -> dict:
     return {"deleted": worker_heartbeat_prune()}
+
+
+@worker_ready.connect
+def _heartbeat_on_worker_start(sender=None, **kwargs) -> None:
+    # Beat's first heartbeat comes a minute after start; report at once so /healthz is green.
+    worker_heartbeat_task.delay()

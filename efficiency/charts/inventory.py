@@ -41,6 +41,7 @@ def gpu_ownership_figure(
             for model, counts in sorted(by_model.items())
         ]
     )
-    figure.update_layout(barmode="stack")
+    # One department's chart has a single bar: keep it narrow and keep its model in a legend.
+    figure.update_layout(barmode="stack", showlegend=True, bargap=max(0.2, 0.8 - 0.1 * len(owners)))
     figure.update_yaxes(title_text=axis_label)
     return apply_theme(figure, title=title)
