@@ -1,3 +1,5 @@
+import json
+
 from django import template
 from django.utils.html import format_html, json_script
 from plotly.graph_objects import Figure
@@ -17,6 +19,12 @@ def plotly_chart(figure: Figure, element_id: str) -> str:
         figure.layout.title.text or "",
         json_script(figure.to_plotly_json(), data_id, encoder=PlotlyJSONEncoder),
     )
+
+
+@register.filter
+def pretty_json(value: object) -> str:
+    """Indented JSON for config snapshots (autoescaped by the template like any string)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
 @register.filter

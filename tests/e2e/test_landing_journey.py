@@ -25,8 +25,8 @@ def test_department_head_sees_the_chart_drawn_and_chinese_navigation(page, demo,
     assert "Radar perception" not in page.content()
     screenshot("landing-department-head-en")
 
-    page.get_by_label("Language").select_option("zh-hans")
-    page.wait_for_load_state("load")
+    with page.expect_navigation():  # the switch posts the form as soon as it changes
+        page.get_by_label("Language").select_option("zh-hans")
     nav = page.locator("#main-nav")
     assert "首页" in nav.inner_text()
     assert "我的部门" in nav.inner_text()
