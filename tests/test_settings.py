@@ -99,3 +99,16 @@ def test_env_int_and_list(monkeypatch):
 def test_times_are_stored_in_utc_and_shown_in_shanghai_by_default(settings):
     assert settings.USE_TZ is True
     assert os.environ.get("TIME_ZONE", "Asia/Shanghai") == settings.TIME_ZONE
+
+
+def test_production_static_files_collect_with_plotly_and_swagger_ui(tmp_path):
+    env = {"PORTAL_ENV": "production", "SECRET_KEY": "k" * 60}
+    result = _manage("collectstatic", "--noinput", env=env, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    manifest = (tmp_path / "var" / "static" / "staticfiles.json").read_text()
+    for path in (
+        "vendor/plotly/plotly.min.js",
+        "vendor/pico/pico.min.css",
+        "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
+    ):
+        assert f'"{path}"' in manifest
