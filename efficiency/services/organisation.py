@@ -1,6 +1,5 @@
 """Roles, departments and the demo organisation of the reference scenario."""
 
-import uuid
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -9,34 +8,9 @@ from django.db import transaction
 
 from efficiency.choices import MappingKind, Role
 from efficiency.models import Cluster, Department, DepartmentMapping, Gpu, Node
+from efficiency.simulator.scenario import REFERENCE_DEPARTMENTS, NodeSpec, gpu_uuid, reference_nodes
 
-
-@dataclass(frozen=True)
-class DepartmentSpec:
-    code: str
-    name: str
-    node_count: int
-
-
-# Car maker A's autonomous-driving platform (DESIGN.md): nine departments on a fixed
-# partition of 64 nodes x 8 GPUs. Node counts follow the shares such platforms report.
-REFERENCE_DEPARTMENTS = [
-    DepartmentSpec("vision", "Vehicle vision", 10),
-    DepartmentSpec("radar", "Radar perception", 6),
-    DepartmentSpec("data", "Data processing", 6),
-    DepartmentSpec("bev", "BEV", 8),
-    DepartmentSpec("mapping", "Mapping", 4),
-    DepartmentSpec("sim", "Simulation", 6),
-    DepartmentSpec("pnc", "Planning & control", 6),
-    DepartmentSpec("e2e", "End-to-end driving models", 12),
-    DepartmentSpec("cabin", "In-cabin assistant", 6),
-]
 DEMO_CLUSTER_SLUG = "ad-platform"
-GPUS_PER_NODE = 8
-NODES_PER_RACK = 16
-# (model, memory MiB, RDMA capable): the first 48 nodes are H100 with RDMA, the rest A100.
-GPU_MODELS = [("NVIDIA H100 80GB HBM3", 81_559, True), ("NVIDIA A100-SXM4-80GB", 81_920, False)]
-H100_NODE_COUNT = 48
 
 
 @dataclass(frozen=True)
@@ -73,11 +47,6 @@ def user_role_assign(*, user, role: Role, department_codes: tuple[str, ...] = ()
             department.heads.add(user)
 
 
-def _gpu_uuid(hostname: str, index: int) -> str:
-    # Stable across runs so re-running the setup and the simulator agree on GPU identities.
-    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}.gpu{index}')}"
-
-
 @transaction.atomic
 def demo_organisation_create(*, password: str) -> list[DemoLogin]:
     """Create (or complete) the reference scenario's organisation; safe to run again.
@@ -90,9 +59,10 @@ def demo_organisation_create(*, password: str) -> list[DemoLogin]:
         slug=DEMO_CLUSTER_SLUG,
         defaults={"name": "AD platform", "description": "Autonomous-driving training cluster (demo)."},
     )
-    node_number = 0
+    departments = {}
     for spec in REFERENCE_DEPARTMENTS:
         department, _ = Department.objects.get_or_create(code=spec.code, defaults={"name": spec.name})
+        departments[spec.code] = department
         for kind, value in [
             (MappingKind.SLURM_ACCOUNT, spec.code),
             (MappingKind.K8S_NAMESPACE, f"team-{spec.code}"),
@@ -100,9 +70,8 @@ def demo_organisation_create(*, password: str) -> list[DemoLogin]:
             DepartmentMapping.objects.get_or_create(
                 cluster=None, kind=kind, value=value, defaults={"department": department}
             )
-        for _ in range(spec.node_count):
-            node_number += 1
-            _demo_node_ensure(cluster=cluster, number=node_number, owner=department)
+    for spec in reference_nodes():
+        _demo_node_ensure(cluster=cluster, spec=spec, owner=departments.get(spec.owner))
 
     roles_ensure()
     user_model = get_user_model()
@@ -115,23 +84,27 @@ def demo_organisation_create(*, password: str) -> list[DemoLogin]:
     return DEMO_LOGINS
 
 
-def _demo_node_ensure(*, cluster: Cluster, number: int, owner: Department) -> Node:
-    model, memory_mib, rdma = GPU_MODELS[0] if number <= H100_NODE_COUNT else GPU_MODELS[1]
-    hostname = f"gpu-{number:03d}"
+def _demo_node_ensure(*, cluster: Cluster, spec: NodeSpec, owner: Department | None) -> Node:
     node, created = Node.objects.get_or_create(
         cluster=cluster,
-        hostname=hostname,
+        hostname=spec.hostname,
         defaults={
-            "gpu_model": model,
-            "gpu_count": GPUS_PER_NODE,
-            "rdma_capable": rdma,
-            "fault_domain": f"rack-{(number - 1) // NODES_PER_RACK + 1:02d}",
+            "gpu_model": spec.gpu_model,
+            "gpu_count": spec.gpu_count,
+            "rdma_capable": spec.rdma_capable,
+            "fault_domain": spec.fault_domain,
             "owner_department": owner,
         },
     )
     if created:
         Gpu.objects.bulk_create(
-            Gpu(node=node, index=i, uuid=_gpu_uuid(hostname, i), model=model, memory_mib=memory_mib)
-            for i in range(GPUS_PER_NODE)
+            Gpu(
+                node=node,
+                index=i,
+                uuid=gpu_uuid(spec.hostname, i),
+                model=spec.gpu_model,
+                memory_mib=spec.gpu_memory_mib,
+            )
+            for i in range(spec.gpu_count)
         )
     return node

@@ -3,7 +3,8 @@ from django.contrib.auth import get_user_model
 from efficiency.choices import MappingKind, Role
 from efficiency.models import Department, DepartmentMapping, Gpu, Node
 from efficiency.scoping import user_role, visible_department_ids
-from efficiency.services.organisation import REFERENCE_DEPARTMENTS, demo_organisation_create
+from efficiency.services.organisation import demo_organisation_create
+from efficiency.simulator.scenario import REFERENCE_DEPARTMENTS
 
 
 def test_demo_organisation_is_the_reference_scenario(db):

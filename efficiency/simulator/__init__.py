@@ -1,0 +1,1 @@
+"""A deterministic simulator of a GPU cluster that speaks the real sources' formats."""
