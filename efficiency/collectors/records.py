@@ -93,3 +93,30 @@ class LogChunk:
     job_external_id: str = ""
     node: str = ""
     rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One GPU's metrics at one instant: the wide row the raw store keeps.
+
+    Units are the portal's, not DCGM's: the profiling ratios (``DCGM_FI_PROF_*``, 0-1) are
+    turned into percent like ``DCGM_FI_DEV_GPU_UTIL`` (0-100). ``None`` means "not reported"
+    (metric absent, or DCGM's "no value" sentinel), never 0.
+    """
+
+    hostname: str
+    gpu_index: int
+    timestamp_ms: int
+    uuid: str = ""
+    model: str = ""
+    namespace: str = ""
+    pod: str = ""
+    mig_instance: str = ""  # GPU_I_ID of a MIG instance; "" for a whole GPU
+    util_pct: float | None = None  # DCGM_FI_DEV_GPU_UTIL
+    gr_engine_active_pct: float | None = None  # DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100
+    sm_active_pct: float | None = None  # DCGM_FI_PROF_SM_ACTIVE x 100
+    fb_used_mib: float | None = None  # DCGM_FI_DEV_FB_USED
+    power_w: float | None = None  # DCGM_FI_DEV_POWER_USAGE
+    temp_c: float | None = None  # DCGM_FI_DEV_GPU_TEMP
+    xid_last: int | None = None  # DCGM_FI_DEV_XID_ERRORS: only the last Xid code seen
+    xid_counts: tuple[tuple[int, float], ...] = ()  # DCGM_EXP_XID_ERRORS_COUNT per xid label
