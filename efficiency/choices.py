@@ -55,3 +55,22 @@ class Framework(models.TextChoices):
     DEEPSPEED = "deepspeed", _("DeepSpeed")
     ACCELERATED = "accelerated", _("Optimized acceleration library")
     OTHER = "other", _("Other")
+
+
+class SourceKind(models.TextChoices):
+    """Where data comes from; each kind has one collector module."""
+
+    PROMETHEUS = "prometheus", _("Prometheus HTTP API")
+    DCGM_SCRAPE = "dcgm_scrape", _("dcgm-exporter scrape")
+    SLURM = "slurm", _("Slurm sacct")
+    KUBERNETES = "kubernetes", _("Kubernetes jobs")
+    LOG_FILES = "log_files", _("Job log files")
+    LOG_PUSH = "log_push", _("Log push (NDJSON)")
+    CSV_IMPORT = "csv_import", _("CSV import")
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", _("Running")
+    OK = "ok", _("OK")
+    PARTIAL = "partial", _("Partly rejected")
+    FAILED = "failed", _("Failed")

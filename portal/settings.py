@@ -269,3 +269,5 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+# Raw GPU samples older than this are dropped (rollups keep the history).
+PORTAL_RAW_RETENTION_DAYS = env_int("PORTAL_RAW_RETENTION_DAYS", 35)

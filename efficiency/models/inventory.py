@@ -136,6 +136,12 @@ class Node(models.Model):
         related_name="owned_nodes",
         help_text=_("Empty: the node is in the shared pool."),
     )
+    in_service_from = models.DateTimeField(
+        _("in service from"), null=True, blank=True, help_text=_("Empty: since before any data.")
+    )
+    in_service_until = models.DateTimeField(
+        _("in service until"), null=True, blank=True, help_text=_("Set when the node is retired.")
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 

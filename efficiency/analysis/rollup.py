@@ -1,0 +1,159 @@
+"""Hourly rollup of one node: capacity, allocation, coverage and activity in GPU-seconds.
+
+Definitions (DESIGN.md): allocation rate = allocated / available GPU-hours; utilization =
+busy / available GPU-hours, busy from the activity metric. Everything here is in GPU-seconds so
+that partial hours, nodes added or retired mid-hour and jobs that start or end mid-hour add up
+exactly.
+"""
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeWindow:
+    """A node as the rollup needs it; ``None`` bounds mean "since/until forever"."""
+
+    node_id: int
+    gpu_count: int
+    owner_department_id: int | None
+    in_service_from: datetime | None = None
+    in_service_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """GPUs of this node that one job held from ``start`` to ``end`` (``None``: still holds)."""
+
+    department_id: int | None
+    gpus: float
+    start: datetime
+    end: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SampleTotals:
+    """Raw samples of one node-hour, already summed (by the database)."""
+
+    sampled_gpu_s: float  # GPU-seconds covered by an activity value
+    busy_gpu_s: float  # sum of activity fraction x interval (GR_ENGINE_ACTIVE, else GPU_UTIL)
+    gpu_util_busy_gpu_s: float  # the same from GPU_UTIL alone, to show how much it overstates
+    sm_active_busy_gpu_s: float
+    sample_count: int
+    fb_used_mib_avg: float | None = None
+    power_w_avg: float | None = None
+    temp_c_max: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHourRow:
+    node_id: int
+    hour: datetime
+    owner_department_id: int | None
+    gpu_count: int
+    available_gpu_s: float
+    allocated_gpu_s: float
+    sampled_gpu_s: float
+    busy_gpu_s: float
+    gpu_util_busy_gpu_s: float
+    sm_active_busy_gpu_s: float
+    sample_count: int
+    fb_used_mib_avg: float | None
+    power_w_avg: float | None
+    temp_c_max: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DepartmentHourRow:
+    node_id: int
+    hour: datetime
+    department_id: int
+    allocated_gpu_s: float
+    busy_gpu_s: float
+    job_count: int
+
+
+def overlap_s(
+    start: datetime, end: datetime, other_start: datetime | None, other_end: datetime | None
+) -> float:
+    """Seconds that [start, end) and [other_start, other_end) share; ``None`` is unbounded."""
+    lo = start if other_start is None else max(start, other_start)
+    hi = end if other_end is None else min(end, other_end)
+    return max(0.0, (hi - lo).total_seconds())
+
+
+def rollup_node_hour(
+    *,
+    hour: datetime,
+    node: NodeWindow,
+    totals: SampleTotals | None,
+    allocations: Sequence[Allocation],
+    now: datetime,
+) -> tuple[NodeHourRow, list[DepartmentHourRow]]:
+    """Roll up one node for the hour starting at ``hour`` (UTC, on the hour).
+
+    - available: GPUs x the seconds of the hour the node was in service, up to ``now``;
+    - allocated: each job's GPUs on this node x the seconds it held them in the hour (a job
+      still running holds them up to ``now``); if the scheduler data claims more than is
+      available, every allocation is scaled down to fit;
+    - busy and coverage come from the samples, capped at what is available;
+    - a department's busy time is the node's busy time split by allocated share, and never more
+      than the department held; busy time without any allocation stays unattributed.
+    """
+    hour_end = min(hour + HOUR, max(now, hour))
+    available = node.gpu_count * overlap_s(hour, hour_end, node.in_service_from, node.in_service_until)
+
+    held: dict[int | None, float] = defaultdict(float)
+    jobs: dict[int | None, int] = defaultdict(int)
+    for allocation in allocations:
+        seconds = overlap_s(hour, hour_end, allocation.start, allocation.end)
+        if seconds > 0 and allocation.gpus > 0:
+            held[allocation.department_id] += allocation.gpus * seconds
+            jobs[allocation.department_id] += 1
+    allocated = sum(held.values())
+    if allocated > available > 0 or (available == 0 and allocated > 0):
+        scale = available / allocated if allocated else 0.0
+        held = defaultdict(float, {dept: value * scale for dept, value in held.items()})
+        allocated = available
+
+    if totals is None:
+        totals = SampleTotals(0.0, 0.0, 0.0, 0.0, 0)
+    sampled = min(totals.sampled_gpu_s, available)
+    busy = min(totals.busy_gpu_s, sampled)
+
+    department_rows = []
+    for department_id, held_s in sorted(held.items(), key=lambda item: (item[0] is None, item[0] or 0)):
+        if department_id is None:
+            continue  # jobs of no known department: allocated, but nobody to show it to
+        share = busy * held_s / allocated if allocated else 0.0
+        department_rows.append(
+            DepartmentHourRow(
+                node_id=node.node_id,
+                hour=hour,
+                department_id=department_id,
+                allocated_gpu_s=held_s,
+                busy_gpu_s=min(share, held_s),
+                job_count=jobs[department_id],
+            )
+        )
+    node_row = NodeHourRow(
+        node_id=node.node_id,
+        hour=hour,
+        owner_department_id=node.owner_department_id,
+        gpu_count=node.gpu_count,
+        available_gpu_s=available,
+        allocated_gpu_s=allocated,
+        sampled_gpu_s=sampled,
+        busy_gpu_s=busy,
+        gpu_util_busy_gpu_s=min(totals.gpu_util_busy_gpu_s, sampled),
+        sm_active_busy_gpu_s=min(totals.sm_active_busy_gpu_s, sampled),
+        sample_count=totals.sample_count,
+        fb_used_mib_avg=totals.fb_used_mib_avg,
+        power_w_avg=totals.power_w_avg,
+        temp_c_max=totals.temp_c_max,
+    )
+    return node_row, department_rows

@@ -1,0 +1,433 @@
+"""Storing what collectors return: GPU readings, job records and log chunks.
+
+Every function here is idempotent: the same input delivered twice (a retry, overlapping windows,
+a replayed cursor) is stored once and counted as duplicates the second time. Bad records are
+rejected one by one with a reason; the rest is stored.
+"""
+
+import io
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from efficiency.choices import JobState, MappingKind, SourceKind
+from efficiency.collectors.records import GpuReading, JobRecord, LogChunk, Rejected, excerpt
+from efficiency.models import Cluster, Department, DepartmentMapping, Job, RollupDirtyHour
+from efficiency.models import LogChunk as LogChunkRow
+
+SAMPLE_COLUMNS = (
+    "node_id",
+    "gpu_index",
+    "ts",
+    "interval_s",
+    "util_pct",
+    "gr_engine_active_pct",
+    "sm_active_pct",
+    "fb_used_mib",
+    "power_w",
+    "temp_c",
+    "xid_last",
+)
+_VALUE_FIELDS = SAMPLE_COLUMNS[4:10]
+MAX_FUTURE_SKEW = timedelta(minutes=5)
+
+
+@dataclass
+class IngestResult:
+    """Counts of one ingest call, and the input it could not use (``warnings``: stored anyway)."""
+
+    received: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    rejected: list[Rejected] = field(default_factory=list)
+    warnings: list[Rejected] = field(default_factory=list)
+
+    def reject(self, reason: str, raw: str = "") -> None:
+        self.rejected.append(Rejected(reason=reason, excerpt=excerpt(raw)))
+
+
+def _hour(ts: datetime) -> datetime:
+    return ts.replace(minute=0, second=0, microsecond=0)
+
+
+def dirty_hours_mark(*, cluster: Cluster, hours: Iterable[datetime], now: datetime | None = None) -> None:
+    """Queue hours of a cluster for (re)computing their rollups; marking twice is harmless."""
+    now = now or timezone.now()
+    rows = [RollupDirtyHour(cluster=cluster, hour=hour, marked_at=now) for hour in sorted(set(hours))]
+    RollupDirtyHour.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+
+
+# --- GPU samples --------------------------------------------------------------------------------
+
+
+def gpu_readings_ingest(
+    *,
+    cluster: Cluster,
+    readings: Iterable[GpuReading],
+    interval_s: int,
+    now: datetime | None = None,
+) -> IngestResult:
+    """Map readings to known nodes and GPUs and store them as raw samples.
+
+    Rejected: unknown hostnames, GPU indexes beyond the node's GPU count, timestamps more than
+    five minutes in the future (clock skew) or older than the raw retention window. MIG
+    instances of one GPU are averaged into that GPU; a whole-GPU reading wins over them.
+    """
+    now = now or timezone.now()
+    result = IngestResult()
+    nodes = {
+        hostname: (pk, gpus)
+        for pk, hostname, gpus in cluster.nodes.values_list("pk", "hostname", "gpu_count")
+    }
+    oldest = now - timedelta(days=settings.PORTAL_RAW_RETENTION_DAYS)
+    newest = now + MAX_FUTURE_SKEW
+    oldest_ms, newest_ms = oldest.timestamp() * 1000, newest.timestamp() * 1000
+    whole: dict[tuple[int, int, int], tuple] = {}
+    mig: dict[tuple[int, int, int], list[tuple]] = defaultdict(list)
+    unknown_hosts: dict[str, int] = defaultdict(int)
+    for reading in readings:
+        result.received += 1
+        node = nodes.get(reading.hostname)
+        if node is None:
+            unknown_hosts[reading.hostname] += 1
+            continue
+        node_id, gpu_count = node
+        if not 0 <= reading.gpu_index < gpu_count:
+            result.reject(f"GPU {reading.gpu_index} does not exist on {reading.hostname} ({gpu_count} GPUs)")
+            continue
+        if not oldest_ms <= reading.timestamp_ms <= newest_ms:
+            when = datetime.fromtimestamp(reading.timestamp_ms / 1000, tz=UTC).isoformat()
+            reason = (
+                "in the future (clock skew?)" if reading.timestamp_ms > newest_ms else "older than retention"
+            )
+            result.reject(f"sample at {when} is {reason}", f"{reading.hostname} gpu {reading.gpu_index}")
+            continue
+        values = (
+            reading.util_pct,
+            reading.gr_engine_active_pct,
+            reading.sm_active_pct,
+            reading.fb_used_mib,
+            reading.power_w,
+            reading.temp_c,
+            reading.xid_last,
+        )
+        key = (node_id, reading.gpu_index, reading.timestamp_ms)
+        if reading.mig_instance:
+            mig[key].append(values)
+        elif key in whole:
+            result.duplicates += 1
+        else:
+            whole[key] = values
+    for hostname, count in unknown_hosts.items():
+        result.reject(f"unknown node {hostname!r} ({count} readings): add it to the inventory", hostname)
+    for key, instances in mig.items():
+        if key not in whole:
+            whole[key] = _mean_values(instances)
+    rows = [(*key, values) for key, values in whole.items()]
+    stored = gpu_samples_write(rows, interval_s=interval_s)
+    result.stored += stored
+    result.duplicates += len(rows) - stored
+    hours = {_hour(datetime.fromtimestamp(ts_ms / 1000, tz=UTC)) for _, _, ts_ms, _ in rows}
+    if hours:
+        dirty_hours_mark(cluster=cluster, hours=hours, now=now)
+    return result
+
+
+def _mean_values(instances: list[tuple]) -> tuple:
+    columns = list(zip(*instances, strict=True))
+    means = []
+    for position, column in enumerate(columns):
+        present = [value for value in column if value is not None]
+        if position == len(columns) - 1:  # xid_last: a code, not a quantity
+            means.append(max(present) if present else None)
+        else:
+            means.append(sum(present) / len(present) if present else None)
+    return tuple(means)
+
+
+def gpu_samples_write(rows: list[tuple[int, int, int, tuple]], *, interval_s: int) -> int:
+    """Write (node_id, gpu_index, timestamp_ms, values) rows; returns how many were new.
+
+    PostgreSQL: COPY into a temporary table, then one INSERT ... ON CONFLICT DO NOTHING.
+    SQLite: batched INSERT OR IGNORE.
+    """
+    if not rows:
+        return 0
+    if connection.vendor == "postgresql":
+        return _samples_copy(rows, interval_s)
+    return _samples_insert(rows, interval_s)
+
+
+def _samples_copy(rows, interval_s: int) -> int:
+    text = io.StringIO()
+    ts_cache: dict[int, str] = {}
+    for node_id, gpu_index, ts_ms, values in rows:
+        ts = ts_cache.get(ts_ms)
+        if ts is None:
+            ts = ts_cache[ts_ms] = datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat()
+        cells = "\t".join("\\N" if value is None else repr(value) for value in values)
+        text.write(f"{node_id}\t{gpu_index}\t{ts}\t{interval_s}\t{cells}\n")
+    columns = ", ".join(SAMPLE_COLUMNS)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS _gpusample_in "
+            "(LIKE efficiency_gpusample INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+        )
+        with cursor.copy(f"COPY _gpusample_in ({columns}) FROM STDIN") as copy:
+            copy.write(text.getvalue())
+        cursor.execute(
+            f"INSERT INTO efficiency_gpusample ({columns}) SELECT {columns} FROM _gpusample_in "  # noqa: S608 -- constant column names
+            "ON CONFLICT DO NOTHING"
+        )
+        return cursor.rowcount
+
+
+def _samples_insert(rows, interval_s: int) -> int:
+    adapt = connection.ops.adapt_datetimefield_value
+    ts_cache: dict[int, str] = {}
+    params = []
+    for node_id, gpu_index, ts_ms, values in rows:
+        ts = ts_cache.get(ts_ms)
+        if ts is None:
+            ts = ts_cache[ts_ms] = adapt(datetime.fromtimestamp(ts_ms / 1000, tz=UTC))
+        params.append((node_id, gpu_index, ts, interval_s, *values))
+    placeholders = ", ".join(["%s"] * len(SAMPLE_COLUMNS))
+    sql = f"INSERT OR IGNORE INTO efficiency_gpusample ({', '.join(SAMPLE_COLUMNS)}) VALUES ({placeholders})"  # noqa: S608
+    stored = 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        for start in range(0, len(params), 5000):
+            cursor.executemany(sql, params[start : start + 5000])
+            stored += cursor.rowcount
+    return stored
+
+
+# --- Jobs ---------------------------------------------------------------------------------------
+
+_MAPPING_KIND = {
+    SourceKind.SLURM: [MappingKind.SLURM_ACCOUNT],
+    SourceKind.KUBERNETES: [MappingKind.K8S_NAMESPACE],
+}
+_JOB_FIELDS = (
+    "department_id",
+    "account",
+    "user_name",
+    "name",
+    "state",
+    "gpu_count",
+    "gpu_model",
+    "node_count",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "framework",
+    "config",
+)
+
+
+class _DepartmentResolver:
+    """Account or namespace → department: a cluster's own mapping wins over a global one."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.by_code = dict(Department.objects.values_list("code", "pk"))
+        self.mappings: dict[tuple[str, str], int] = {}
+        rows = DepartmentMapping.objects.filter(Q(cluster=cluster) | Q(cluster__isnull=True)).values_list(
+            "cluster_id", "kind", "value", "department_id"
+        )
+        for cluster_id, kind, value, department_id in rows:
+            if cluster_id is not None or (kind, value) not in self.mappings:
+                self.mappings[(kind, value)] = department_id
+
+    def resolve(self, record: JobRecord, kinds: list[str]) -> int | None:
+        code = record.config.get("department_code") if isinstance(record.config, dict) else None
+        if code:
+            return self.by_code.get(str(code))
+        for kind in kinds:
+            department_id = self.mappings.get((kind, record.account))
+            if department_id is not None:
+                return department_id
+        return None
+
+
+def jobs_ingest(
+    *, cluster: Cluster, source: str, records: Iterable[JobRecord], now: datetime | None = None
+) -> IngestResult:
+    """Upsert job records on (cluster, source, external id).
+
+    - the department comes from the record's ``department_code`` (CSV) or the mapping of its
+      account / namespace; an unmapped job is stored without one and reported as a warning;
+    - a finished job is never turned back into a pending or running one by an older record
+      arriving late;
+    - nodes are linked by hostname; unknown hostnames are reported as warnings.
+    """
+    now = now or timezone.now()
+    result = IngestResult()
+    records = list(records)
+    result.received = len(records)
+    resolver = _DepartmentResolver(cluster)
+    kinds = _MAPPING_KIND.get(source, [MappingKind.SLURM_ACCOUNT, MappingKind.K8S_NAMESPACE])
+    node_ids = dict(cluster.nodes.values_list("hostname", "pk"))
+    latest: dict[str, JobRecord] = {}
+    for record in records:
+        if record.external_id in latest:
+            result.duplicates += 1
+        latest[record.external_id] = record  # the last word in one delivery wins
+    existing = {
+        job.external_id: job
+        for job in Job.objects.filter(cluster=cluster, source=source, external_id__in=list(latest))
+    }
+    existing_nodes: dict[int, set[int]] = defaultdict(set)
+    for job_id, node_id in Job.nodes.through.objects.filter(job__in=existing.values()).values_list(
+        "job_id", "node_id"
+    ):
+        existing_nodes[job_id].add(node_id)
+    unmapped: dict[str, int] = defaultdict(int)
+    missing_nodes: dict[str, int] = defaultdict(int)
+    hours: set[datetime] = set()
+    to_create, to_update, node_links = [], [], {}
+    finished = JobState.finished()
+    for external_id, record in latest.items():
+        department_id = resolver.resolve(record, kinds)
+        if department_id is None:
+            unmapped[record.account or "(empty)"] += 1
+        wanted_nodes = set()
+        for hostname in record.node_names:
+            if hostname in node_ids:
+                wanted_nodes.add(node_ids[hostname])
+            else:
+                missing_nodes[hostname] += 1
+        values = {
+            "department_id": department_id,
+            "account": record.account[:200],
+            "user_name": record.user_name[:150],
+            "name": record.name[:500],
+            "state": record.state,
+            "gpu_count": max(0, record.gpu_count),
+            "gpu_model": record.gpu_model[:100],
+            "node_count": record.node_count or len(record.node_names),
+            "submitted_at": record.submitted_at,
+            "started_at": record.started_at,
+            "ended_at": record.ended_at,
+            "framework": record.framework,
+            "config": dict(record.config),
+        }
+        job = existing.get(external_id)
+        if job is None:
+            job = Job(cluster=cluster, source=source, external_id=external_id, **values)
+            to_create.append(job)
+        else:
+            if job.state in finished and record.state not in finished:
+                result.duplicates += 1  # a stale record delivered late: keep what we know
+                continue
+            if (
+                all(getattr(job, name) == value for name, value in values.items())
+                and wanted_nodes == existing_nodes[job.pk]
+            ):
+                result.duplicates += 1
+                continue
+            for name, value in values.items():
+                setattr(job, name, value)
+            to_update.append(job)
+        node_links[external_id] = wanted_nodes
+        hours |= _job_hours(record, now)
+    with transaction.atomic():
+        Job.objects.bulk_create(to_create, batch_size=1000)
+        if to_update:
+            fields = [name.removesuffix("_id") for name in _JOB_FIELDS]
+            Job.objects.bulk_update(to_update, fields, batch_size=500)
+        if node_links:
+            jobs = dict(
+                Job.objects.filter(
+                    cluster=cluster, source=source, external_id__in=list(node_links)
+                ).values_list("external_id", "pk")
+            )
+            through = Job.nodes.through
+            through.objects.filter(job_id__in=jobs.values()).delete()
+            through.objects.bulk_create(
+                [
+                    through(job_id=jobs[ext], node_id=node_id)
+                    for ext, ids in node_links.items()
+                    for node_id in ids
+                ],
+                batch_size=2000,
+            )
+        if hours:
+            dirty_hours_mark(cluster=cluster, hours=hours, now=now)
+    result.stored = len(to_create) + len(to_update)
+    for account, count in unmapped.items():
+        result.warnings.append(
+            Rejected(
+                reason=f"account or namespace {account!r} maps to no department ({count} jobs); add a mapping"
+            )
+        )
+    for hostname, count in missing_nodes.items():
+        result.warnings.append(Rejected(reason=f"jobs ran on unknown node {hostname!r} ({count} jobs)"))
+    return result
+
+
+def _job_hours(record: JobRecord, now: datetime) -> set[datetime]:
+    if record.started_at is None:
+        return set()
+    end = min(record.ended_at or now, now)
+    hour = _hour(record.started_at)
+    hours = set()
+    while hour <= end and len(hours) < 24 * 400:
+        hours.add(hour)
+        hour += timedelta(hours=1)
+    return hours
+
+
+# --- Logs ---------------------------------------------------------------------------------------
+
+
+def log_chunks_ingest(*, source, chunks: Iterable[LogChunk], now: datetime | None = None) -> IngestResult:
+    """Store log chunks once per (stream, file generation, start offset); link them to jobs."""
+    now = now or timezone.now()
+    result = IngestResult()
+    chunks = list(chunks)
+    result.received = len(chunks)
+    job_ids = dict(
+        Job.objects.filter(
+            cluster_id=source.cluster_id,
+            external_id__in={c.job_external_id for c in chunks if c.job_external_id},
+        ).values_list("external_id", "pk")
+    )
+    rows = [
+        LogChunkRow(
+            source=source,
+            stream=chunk.stream[:500],
+            file_id=chunk.file_id[:100],
+            start_offset=chunk.start_offset,
+            end_offset=chunk.end_offset,
+            job_id=job_ids.get(chunk.job_external_id),
+            job_external_id=chunk.job_external_id[:200],
+            node=chunk.node[:255],
+            rank=chunk.rank,
+            line_count=chunk.line_count,
+            text=chunk.text.replace("\x00", "\N{REPLACEMENT CHARACTER}"),
+            received_at=now,
+        )
+        for chunk in chunks
+    ]
+    seen = set(
+        LogChunkRow.objects.filter(source=source, stream__in={row.stream for row in rows}).values_list(
+            "stream", "file_id", "start_offset"
+        )
+    )
+    new_rows = []
+    for row in rows:
+        key = (row.stream, row.file_id, row.start_offset)
+        if key in seen:
+            result.duplicates += 1
+        else:
+            seen.add(key)
+            new_rows.append(row)
+    # ignore_conflicts still guards against a concurrent run storing the same chunk.
+    LogChunkRow.objects.bulk_create(new_rows, ignore_conflicts=True, batch_size=500)
+    result.stored = len(new_rows)
+    return result

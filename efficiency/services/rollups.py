@@ -1,0 +1,179 @@
+"""Hourly rollups from raw samples and jobs; pages read these, never raw samples."""
+
+import logging
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Avg, Case, Count, F, FloatField, Max, Q, Sum, When
+from django.db.models.functions import Cast, Coalesce, TruncHour
+from django.utils import timezone
+
+from efficiency.analysis.rollup import HOUR, Allocation, NodeWindow, SampleTotals, rollup_node_hour
+from efficiency.models import (
+    Cluster,
+    DepartmentHour,
+    GpuSample,
+    Job,
+    LogChunk,
+    NodeHour,
+    RollupDirtyHour,
+    SourceRun,
+)
+from efficiency.services.ingest import dirty_hours_mark
+
+logger = logging.getLogger(__name__)
+HOURS_PER_BATCH = 48
+
+
+def rollups_refresh(*, now: datetime | None = None, max_hours: int = 2000) -> int:
+    """Recompute every hour marked dirty (up to ``max_hours``); returns how many were done.
+
+    Hours are claimed by deleting their marks in the same transaction that reads them, so two
+    workers never compute the same hour twice at once; a failure puts the marks back.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        marks = RollupDirtyHour.objects.order_by("hour")
+        if connection.features.has_select_for_update_skip_locked:
+            marks = marks.select_for_update(skip_locked=True)
+        claimed = list(marks.values_list("pk", "cluster_id", "hour")[:max_hours])
+        RollupDirtyHour.objects.filter(pk__in=[pk for pk, _, _ in claimed]).delete()
+    by_cluster: dict[int, list[datetime]] = defaultdict(list)
+    for _, cluster_id, hour in claimed:
+        by_cluster[cluster_id].append(hour)
+    for cluster_id, hours in by_cluster.items():
+        cluster = Cluster.objects.get(pk=cluster_id)
+        try:
+            rollup_hours_compute(cluster=cluster, hours=hours, now=now)
+        except Exception:
+            dirty_hours_mark(cluster=cluster, hours=hours, now=now)
+            raise
+    return len(claimed)
+
+
+def rollup_hours_compute(*, cluster: Cluster, hours: list[datetime], now: datetime) -> None:
+    """Recompute NodeHour and DepartmentHour rows of ``cluster`` for the given hours (idempotent)."""
+    hours = sorted(set(hours))
+    for start in range(0, len(hours), HOURS_PER_BATCH):
+        _compute_batch(cluster, hours[start : start + HOURS_PER_BATCH], now)
+
+
+def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime) -> None:
+    first, last = hours[0], hours[-1] + HOUR
+    windows = [
+        NodeWindow(pk, gpus, owner, since, until)
+        for pk, gpus, owner, since, until in cluster.nodes.values_list(
+            "pk", "gpu_count", "owner_department_id", "in_service_from", "in_service_until"
+        )
+    ]
+    totals = _sample_totals([w.node_id for w in windows], first, last)
+    allocations = _allocations(cluster, first, last)
+    hour_set = set(hours)
+    node_rows, department_rows = [], []
+    for hour in hours:
+        for window in windows:
+            node_row, departments = rollup_node_hour(
+                hour=hour,
+                node=window,
+                totals=totals.get((window.node_id, hour)),
+                allocations=allocations.get(window.node_id, ()),
+                now=now,
+            )
+            if node_row.available_gpu_s == 0 and node_row.sample_count == 0 and not departments:
+                continue  # not in service and nothing seen: no row
+            node_rows.append(NodeHour(cluster=cluster, **_fields(node_row)))
+            department_rows.extend(DepartmentHour(**_fields(row)) for row in departments)
+    node_ids = [w.node_id for w in windows]
+    with transaction.atomic():
+        NodeHour.objects.filter(node_id__in=node_ids, hour__in=hour_set).delete()
+        DepartmentHour.objects.filter(node_id__in=node_ids, hour__in=hour_set).delete()
+        NodeHour.objects.bulk_create(node_rows, batch_size=2000)
+        DepartmentHour.objects.bulk_create(department_rows, batch_size=2000)
+
+
+def _fields(row) -> dict:
+    return {name: getattr(row, name) for name in row.__slots__}
+
+
+def _sample_totals(
+    node_ids: list[int], start: datetime, end: datetime
+) -> dict[tuple[int, datetime], SampleTotals]:
+    activity = Coalesce("gr_engine_active_pct", "util_pct")
+    seconds = Cast("interval_s", FloatField())
+    rows = (
+        GpuSample.objects.filter(node_id__in=node_ids, ts__gte=start, ts__lt=end)
+        .annotate(hour=TruncHour("ts", tzinfo=UTC))
+        .values("node_id", "hour")
+        .annotate(
+            sampled=Sum(
+                Case(
+                    When(Q(gr_engine_active_pct__isnull=False) | Q(util_pct__isnull=False), then=seconds),
+                    default=0.0,
+                ),
+                output_field=FloatField(),
+            ),
+            busy=Sum(activity * seconds / 100.0, output_field=FloatField()),
+            util_busy=Sum(F("util_pct") * seconds / 100.0, output_field=FloatField()),
+            sm_busy=Sum(F("sm_active_pct") * seconds / 100.0, output_field=FloatField()),
+            count=Count("*"),
+            fb=Avg("fb_used_mib"),
+            power=Avg("power_w"),
+            temp=Max("temp_c"),
+        )
+        .order_by()
+    )
+    return {
+        (row["node_id"], row["hour"]): SampleTotals(
+            sampled_gpu_s=row["sampled"] or 0.0,
+            busy_gpu_s=row["busy"] or 0.0,
+            gpu_util_busy_gpu_s=row["util_busy"] or 0.0,
+            sm_active_busy_gpu_s=row["sm_busy"] or 0.0,
+            sample_count=row["count"],
+            fb_used_mib_avg=row["fb"],
+            power_w_avg=row["power"],
+            temp_c_max=row["temp"],
+        )
+        for row in rows
+    }
+
+
+def _allocations(cluster: Cluster, start: datetime, end: datetime) -> dict[int, list[Allocation]]:
+    """GPUs each job held on each of its nodes (spread evenly over its nodes)."""
+    jobs = {
+        pk: (department_id, gpus, started, ended)
+        for pk, department_id, gpus, started, ended in Job.objects.filter(cluster=cluster)
+        .between(start, end)
+        .filter(gpu_count__gt=0)
+        .values_list("pk", "department_id", "gpu_count", "started_at", "ended_at")
+    }
+    nodes_of: dict[int, list[int]] = defaultdict(list)
+    for job_id, node_id in Job.nodes.through.objects.filter(job_id__in=list(jobs)).values_list(
+        "job_id", "node_id"
+    ):
+        nodes_of[job_id].append(node_id)
+    by_node: dict[int, list[Allocation]] = defaultdict(list)
+    for job_id, node_ids in nodes_of.items():
+        department_id, gpus, started, ended = jobs[job_id]
+        for node_id in node_ids:
+            by_node[node_id].append(Allocation(department_id, gpus / len(node_ids), started, ended))
+    return by_node
+
+
+def retention_prune(*, now: datetime | None = None) -> dict[str, int]:
+    """Drop raw samples and log chunks past the retention window, and old run records."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.PORTAL_RAW_RETENTION_DAYS)
+    deleted = {"samples": 0, "log_chunks": 0, "runs": 0}
+    while True:
+        # Delete in slices by time so one run never holds a huge transaction.
+        oldest = GpuSample.objects.filter(ts__lt=cutoff).order_by("ts").values_list("ts", flat=True).first()
+        if oldest is None:
+            break
+        upto = min(cutoff, oldest + timedelta(hours=6))
+        count, _ = GpuSample.objects.filter(ts__lt=upto).delete()
+        deleted["samples"] += count
+    deleted["log_chunks"], _ = LogChunk.objects.filter(received_at__lt=cutoff).delete()
+    deleted["runs"], _ = SourceRun.objects.filter(started_at__lt=now - timedelta(days=30)).delete()
+    return deleted

@@ -1,0 +1,127 @@
+"""Hand-checked node-hour rollups."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from efficiency.analysis.rollup import Allocation, NodeWindow, SampleTotals, overlap_s, rollup_node_hour
+
+H = datetime(2026, 11, 2, 8, tzinfo=UTC)
+LATER = H + timedelta(days=1)
+NODE = NodeWindow(node_id=1, gpu_count=8, owner_department_id=10)
+
+
+def totals(sampled, busy, util=None, sm=None, count=0):
+    return SampleTotals(
+        sampled, busy, util if util is not None else busy, sm if sm is not None else busy, count
+    )
+
+
+def test_overlap_handles_open_ends():
+    assert overlap_s(H, H + timedelta(hours=1), None, None) == 3600
+    assert overlap_s(H, H + timedelta(hours=1), H + timedelta(minutes=45), None) == 900
+    assert overlap_s(H, H + timedelta(hours=1), None, H - timedelta(seconds=1)) == 0
+
+
+def test_full_hour_fully_allocated_and_half_busy():
+    row, departments = rollup_node_hour(
+        hour=H,
+        node=NODE,
+        totals=totals(8 * 3600, 4 * 3600, count=480),
+        allocations=[Allocation(department_id=10, gpus=8, start=H - timedelta(hours=2), end=None)],
+        now=LATER,
+    )
+    assert row.available_gpu_s == 28_800
+    assert row.allocated_gpu_s == 28_800
+    assert row.busy_gpu_s == 14_400
+    assert [(d.department_id, d.allocated_gpu_s, d.busy_gpu_s) for d in departments] == [(10, 28_800, 14_400)]
+
+
+def test_job_that_starts_at_quarter_past_and_ends_at_half_past():
+    # 4 GPUs x 15 min = 3,600 GPU-s allocated of 28,800 available: 12.5%.
+    row, departments = rollup_node_hour(
+        hour=H,
+        node=NODE,
+        totals=totals(28_800, 3_000),
+        allocations=[Allocation(11, 4, H + timedelta(minutes=15), H + timedelta(minutes=30))],
+        now=LATER,
+    )
+    assert row.allocated_gpu_s == 3_600
+    assert departments[0].busy_gpu_s == 3_000
+
+
+def test_current_hour_counts_only_up_to_now():
+    now = H + timedelta(minutes=20)
+    row, _ = rollup_node_hour(hour=H, node=NODE, totals=None, allocations=[], now=now)
+    assert row.available_gpu_s == 8 * 1200
+
+
+def test_node_retired_mid_hour_and_node_added_mid_hour():
+    retired = NodeWindow(2, 8, None, in_service_until=H + timedelta(minutes=30))
+    added = NodeWindow(3, 8, None, in_service_from=H + timedelta(minutes=45))
+    assert (
+        rollup_node_hour(hour=H, node=retired, totals=None, allocations=[], now=LATER)[0].available_gpu_s
+        == 14_400
+    )
+    assert (
+        rollup_node_hour(hour=H, node=added, totals=None, allocations=[], now=LATER)[0].available_gpu_s
+        == 7_200
+    )
+
+
+def test_missing_samples_are_no_coverage_not_zero_utilization():
+    row, _ = rollup_node_hour(hour=H, node=NODE, totals=totals(7_200, 3_600), allocations=[], now=LATER)
+    assert row.sampled_gpu_s == 7_200  # a quarter of the hour covered
+    assert row.busy_gpu_s == 3_600  # 50% busy where covered, not 12.5% of the hour
+
+
+def test_busy_split_by_held_share_and_capped_at_what_each_held():
+    # Dept 10 holds 6 GPUs all hour, dept 11 holds 2 GPUs for 30 min: held 21,600 and 3,600.
+    row, departments = rollup_node_hour(
+        hour=H,
+        node=NODE,
+        totals=totals(28_800, 25_200),
+        allocations=[
+            Allocation(10, 6, H, None),
+            Allocation(11, 2, H, H + timedelta(minutes=30)),
+        ],
+        now=LATER,
+    )
+    split = {d.department_id: (d.allocated_gpu_s, round(d.busy_gpu_s, 6)) for d in departments}
+    assert row.allocated_gpu_s == 25_200
+    assert split == {10: (21_600, 21_600.0), 11: (3_600, 3_600.0)}
+
+
+def test_busy_without_any_job_stays_unattributed():
+    row, departments = rollup_node_hour(
+        hour=H, node=NODE, totals=totals(28_800, 10_000), allocations=[], now=LATER
+    )
+    assert row.busy_gpu_s == 10_000
+    assert departments == []
+
+
+def test_overcommitted_scheduler_data_is_scaled_to_capacity():
+    row, departments = rollup_node_hour(
+        hour=H,
+        node=NODE,
+        totals=None,
+        allocations=[Allocation(10, 8, H, None), Allocation(11, 8, H, None)],
+        now=LATER,
+    )
+    assert row.allocated_gpu_s == 28_800
+    assert [d.allocated_gpu_s for d in departments] == [14_400, 14_400]
+
+
+def test_samples_claiming_more_than_capacity_are_capped():
+    row, _ = rollup_node_hour(hour=H, node=NODE, totals=totals(40_000, 39_000), allocations=[], now=LATER)
+    assert row.sampled_gpu_s == 28_800
+    assert row.busy_gpu_s == 28_800
+
+
+@pytest.mark.parametrize("gpus", [0, -1])
+def test_allocations_without_gpus_are_ignored(gpus):
+    row, departments = rollup_node_hour(
+        hour=H, node=NODE, totals=None, allocations=[Allocation(10, gpus, H, None)], now=LATER
+    )
+    assert row.allocated_gpu_s == 0
+    assert departments == []

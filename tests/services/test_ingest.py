@@ -1,0 +1,197 @@
+"""Ingest services on a real database: idempotent, and bad records rejected one by one."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from efficiency.choices import JobSource, JobState, MappingKind
+from efficiency.collectors.records import GpuReading, JobRecord, LogChunk
+from efficiency.models import DataSource, GpuSample, Job, RollupDirtyHour
+from efficiency.models import LogChunk as LogChunkRow
+from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest, log_chunks_ingest
+from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
+
+NOW = datetime(2026, 11, 30, 8, 30, tzinfo=UTC)
+T0 = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
+
+
+def ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+@pytest.fixture
+def cluster(db):
+    cluster = ClusterFactory(slug="c1")
+    NodeFactory(cluster=cluster, hostname="gpu-001", gpu_count=8)
+    return cluster
+
+
+def reading(minute: int, gpu: int = 0, host: str = "gpu-001", **values) -> GpuReading:
+    values.setdefault("util_pct", 90.0)
+    values.setdefault("gr_engine_active_pct", 40.0)
+    return GpuReading(hostname=host, gpu_index=gpu, timestamp_ms=ms(T0 + timedelta(minutes=minute)), **values)
+
+
+def test_readings_are_stored_once_even_when_delivered_twice(cluster):
+    batch = [reading(m, gpu) for m in range(3) for gpu in range(8)]
+    first = gpu_readings_ingest(cluster=cluster, readings=batch, interval_s=60, now=NOW)
+    again = gpu_readings_ingest(cluster=cluster, readings=batch, interval_s=60, now=NOW)
+    assert (first.received, first.stored, first.duplicates) == (24, 24, 0)
+    assert (again.received, again.stored, again.duplicates) == (24, 0, 24)
+    assert GpuSample.objects.count() == 24
+    assert list(RollupDirtyHour.objects.values_list("hour", flat=True)) == [T0]
+
+
+def test_out_of_order_readings_are_all_kept(cluster):
+    gpu_readings_ingest(
+        cluster=cluster, readings=[reading(5), reading(1), reading(3)], interval_s=60, now=NOW
+    )
+    assert sorted(s.ts.minute for s in GpuSample.objects.all()) == [1, 3, 5]
+
+
+def test_unknown_node_and_gpu_are_rejected_and_the_rest_kept(cluster):
+    result = gpu_readings_ingest(
+        cluster=cluster,
+        readings=[
+            reading(0),
+            reading(0, host="ghost-9"),
+            reading(0, host="ghost-9", gpu=1),
+            reading(1, gpu=8),
+        ],
+        interval_s=60,
+        now=NOW,
+    )
+    assert result.stored == 1
+    reasons = sorted(r.reason for r in result.rejected)
+    assert reasons == [
+        "GPU 8 does not exist on gpu-001 (8 GPUs)",
+        "unknown node 'ghost-9' (2 readings): add it to the inventory",
+    ]
+
+
+def test_clock_skew_and_too_old_samples_are_rejected(cluster, settings):
+    settings.PORTAL_RAW_RETENTION_DAYS = 7
+    future = GpuReading("gpu-001", 0, ms(NOW + timedelta(minutes=10)), util_pct=1.0)
+    ancient = GpuReading("gpu-001", 0, ms(NOW - timedelta(days=8)), util_pct=1.0)
+    slightly_ahead = GpuReading("gpu-001", 0, ms(NOW + timedelta(minutes=2)), util_pct=1.0)
+    result = gpu_readings_ingest(
+        cluster=cluster, readings=[future, ancient, slightly_ahead], interval_s=60, now=NOW
+    )
+    assert result.stored == 1
+    assert any("in the future (clock skew?)" in r.reason for r in result.rejected)
+    assert any("older than retention" in r.reason for r in result.rejected)
+
+
+def test_mig_instances_are_averaged_into_their_gpu(cluster):
+    result = gpu_readings_ingest(
+        cluster=cluster,
+        readings=[
+            reading(0, gr_engine_active_pct=20.0, util_pct=None, mig_instance="1"),
+            reading(0, gr_engine_active_pct=60.0, util_pct=None, mig_instance="2"),
+        ],
+        interval_s=60,
+        now=NOW,
+    )
+    assert result.stored == 1
+    assert GpuSample.objects.get().gr_engine_active_pct == 40.0
+
+
+@pytest.fixture
+def mapped(cluster):
+    vision = DepartmentFactory(code="vision")
+    radar = DepartmentFactory(code="radar")
+    DepartmentMappingFactory(kind=MappingKind.SLURM_ACCOUNT, value="acct-v", department=vision)
+    DepartmentMappingFactory(kind=MappingKind.SLURM_ACCOUNT, value="acct-r", department=radar)
+    # A cluster-specific mapping wins over the global one.
+    DepartmentMappingFactory(
+        kind=MappingKind.SLURM_ACCOUNT, value="acct-r", department=vision, cluster=cluster
+    )
+    return cluster
+
+
+def job(external_id="100", state=JobState.RUNNING, account="acct-v", **kw) -> JobRecord:
+    base = {
+        "source": JobSource.SLURM,
+        "external_id": external_id,
+        "account": account,
+        "user_name": "alice",
+        "name": "train",
+        "state": state,
+        "gpu_count": 8,
+        "submitted_at": T0,
+        "started_at": T0 + timedelta(minutes=5),
+        "node_names": ("gpu-001",),
+        "node_count": 1,
+    }
+    base.update(kw)
+    return JobRecord(**base)
+
+
+def test_jobs_are_upserted_with_department_and_nodes(mapped):
+    result = jobs_ingest(
+        cluster=mapped, source=JobSource.SLURM, records=[job(), job("101", account="acct-r")], now=NOW
+    )
+    assert result.stored == 2
+    jobs = {j.external_id: j for j in Job.objects.all()}
+    assert jobs["100"].department.code == "vision"
+    assert jobs["101"].department.code == "vision"  # cluster-specific mapping
+    assert [n.hostname for n in jobs["100"].nodes.all()] == ["gpu-001"]
+
+
+def test_same_job_twice_changes_nothing_and_counts_a_duplicate(mapped):
+    jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[job()], now=NOW)
+    before = Job.objects.get().updated_at
+    again = jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[job()], now=NOW)
+    assert (again.stored, again.duplicates) == (0, 1)
+    assert Job.objects.get().updated_at == before
+
+
+def test_finished_job_is_not_reopened_by_a_late_running_record(mapped):
+    done = job(state=JobState.COMPLETED, ended_at=T0 + timedelta(hours=1))
+    jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[done], now=NOW)
+    jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[job(state=JobState.RUNNING)], now=NOW)
+    assert Job.objects.get().state == JobState.COMPLETED
+
+
+def test_running_job_is_updated_when_it_finishes(mapped):
+    jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[job()], now=NOW)
+    done = job(state=JobState.FAILED, ended_at=T0 + timedelta(hours=1))
+    result = jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[done], now=NOW)
+    assert result.stored == 1
+    assert Job.objects.get().state == JobState.FAILED
+
+
+def test_unmapped_account_and_unknown_node_are_warnings_not_losses(mapped):
+    result = jobs_ingest(
+        cluster=mapped,
+        source=JobSource.SLURM,
+        records=[job(account="nobody", node_names=("gpu-001", "gpu-999"))],
+        now=NOW,
+    )
+    assert result.stored == 1
+    assert Job.objects.get().department is None
+    assert sorted(w.reason for w in result.warnings) == [
+        "account or namespace 'nobody' maps to no department (1 jobs); add a mapping",
+        "jobs ran on unknown node 'gpu-999' (1 jobs)",
+    ]
+
+
+def test_csv_department_code_wins_over_account(mapped):
+    record = job(account="acct-v", config={"department_code": "radar"}, source=JobSource.CSV)
+    jobs_ingest(cluster=mapped, source=JobSource.CSV, records=[record], now=NOW)
+    assert Job.objects.get().department.code == "radar"
+
+
+def test_log_chunks_are_stored_once_and_linked_to_their_job(mapped):
+    jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[job()], now=NOW)
+    source = DataSource.objects.create(cluster=mapped, kind="log_files", name="logs")
+    chunks = [
+        LogChunk("100/rank-0.log", "1:2", 0, 10, "a\nb\n", 2, job_external_id="100", rank=0),
+        LogChunk("100/rank-0.log", "1:2", 10, 20, "c\x00\n", 1, job_external_id="100", rank=0),
+    ]
+    first = log_chunks_ingest(source=source, chunks=chunks, now=NOW)
+    second = log_chunks_ingest(source=source, chunks=chunks, now=NOW)
+    assert (first.stored, second.stored, second.duplicates) == (2, 0, 2)
+    stored = LogChunkRow.objects.order_by("start_offset")
+    assert [c.job.external_id for c in stored] == ["100", "100"]
+    assert "\x00" not in stored[1].text
