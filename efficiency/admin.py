@@ -2,7 +2,17 @@ from django.contrib import admin
 from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
-from efficiency.models import Cluster, Department, DepartmentMapping, Gpu, Job, Node, WorkerHeartbeat
+from efficiency.models import (
+    Cluster,
+    DataSource,
+    Department,
+    DepartmentMapping,
+    Gpu,
+    Job,
+    Node,
+    SourceRun,
+    WorkerHeartbeat,
+)
 
 
 @admin.register(Cluster)
@@ -103,3 +113,40 @@ class JobAdmin(admin.ModelAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "last_seen_at"]
+
+
+@admin.register(DataSource)
+class DataSourceAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "cluster",
+        "kind",
+        "enabled",
+        "interval_s",
+        "watermark",
+        "last_success_at",
+        "consecutive_failures",
+    ]
+    list_filter = ["cluster", "kind", "enabled"]
+    search_fields = ["name"]
+    readonly_fields = [
+        "running_since",
+        "last_attempt_at",
+        "last_success_at",
+        "last_error",
+        "last_error_at",
+        "consecutive_failures",
+    ]
+    actions = ["reset_watermark"]
+
+    @admin.action(description=_("Forget the watermark (re-collect the initial window)"))
+    def reset_watermark(self, request, queryset):
+        queryset.update(watermark=None, state={})
+
+
+@admin.register(SourceRun)
+class SourceRunAdmin(admin.ModelAdmin):
+    list_display = ["source", "started_at", "status", "received", "stored", "duplicates", "rejected"]
+    list_filter = ["status", "source"]
+    date_hierarchy = "started_at"
+    list_select_related = ["source__cluster"]

@@ -6,6 +6,8 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
+from efficiency.services.rollups import retention_prune, rollups_refresh
+from efficiency.services.sources import SourceUnavailable, source_collect, sources_due
 
 
 @shared_task
@@ -30,3 +32,40 @@ def worker_heartbeat_prune_task() -> dict:
 def _heartbeat_on_worker_start(sender=None, **kwargs) -> None:
     # Beat's first heartbeat comes a minute after start; report at once so /healthz is green.
     worker_heartbeat_task.delay()
+
+
+@shared_task
+def collect_due_sources_task() -> dict:
+    """Queue one collection for every source whose interval has passed."""
+    due = sources_due()
+    for source_id in due:
+        collect_source_task.delay(source_id)
+    return {"queued": len(due)}
+
+
+@shared_task(
+    autoretry_for=(SourceUnavailable,),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=3,
+)
+def collect_source_task(source_id: int) -> dict:
+    """Collect once from one source; a source that does not answer is retried with backoff.
+
+    Nothing is lost while it is down: the next run starts from the source's watermark.
+    """
+    run = source_collect(source_id=source_id)
+    if run is None:
+        return {"skipped": "another worker is collecting this source"}
+    return {"run": run.pk, "status": run.status, "stored": run.stored, "rejected": run.rejected}
+
+
+@shared_task
+def rollups_refresh_task() -> dict:
+    """Recompute the hourly rollups of every hour that received new or late data."""
+    return {"hours": rollups_refresh()}
+
+
+@shared_task
+def retention_prune_task() -> dict:
+    return retention_prune()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from efficiency.views import home, inventory, jobs
+from efficiency.views import home, inventory, jobs, sources
 
 app_name = "efficiency"
 
@@ -12,4 +12,6 @@ urlpatterns = [
     path("nodes/<int:pk>/", inventory.node_detail_view, name="node-detail"),
     path("jobs/", jobs.job_list_view, name="job-list"),
     path("jobs/<int:pk>/", jobs.job_detail_view, name="job-detail"),
+    path("sources/", sources.source_list_view, name="source-list"),
+    path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
 ]

@@ -250,6 +250,15 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     # Every minute: a worker records that it is alive, so /healthz can tell a stuck queue.
     "worker-heartbeat": {"task": "efficiency.tasks.worker_heartbeat_task", "schedule": 60.0},
+    # Every 30 seconds: collect from every data source whose own interval has passed.
+    "collect-due-sources": {"task": "efficiency.tasks.collect_due_sources_task", "schedule": 30.0},
+    # Every minute: recompute the hourly rollups of hours that got new or late data.
+    "rollups-refresh": {"task": "efficiency.tasks.rollups_refresh_task", "schedule": 60.0},
+    # Daily at 03:00 UTC: drop raw samples and log chunks past PORTAL_RAW_RETENTION_DAYS.
+    "retention-prune": {
+        "task": "efficiency.tasks.retention_prune_task",
+        "schedule": crontab(hour=3, minute=0),
+    },
     # Daily at 03:30 UTC: drop heartbeats of workers that have been gone for a week.
     "heartbeat-prune": {
         "task": "efficiency.tasks.worker_heartbeat_prune_task",

@@ -1,6 +1,7 @@
 import pytest
 
-from efficiency.choices import Role
+from efficiency.choices import Role, SourceKind
+from efficiency.models import DataSource
 from tests.factories import DepartmentFactory, JobFactory, NodeFactory, UserFactory
 
 PASSWORD = "correct horse battery"
@@ -26,6 +27,7 @@ def org(db):
     job_a.nodes.add(node_a)
     job_b = JobFactory(department=dept_b, cluster=node_a.cluster, name="radar-train")
     job_b.nodes.add(node_b)
+    source = DataSource.objects.create(cluster=node_a.cluster, kind=SourceKind.LOG_PUSH, name="push")
     return type(
         "Org",
         (),
@@ -37,6 +39,7 @@ def org(db):
             "job_a": job_a,
             "job_b": job_b,
             "cluster": node_a.cluster,
+            "source": source,
             "head_a": UserFactory(username="head-a", role=(Role.DEPARTMENT_HEAD, "vision")),
             "head_b": UserFactory(username="head-b", role=(Role.DEPARTMENT_HEAD, "radar")),
             "committee": UserFactory(username="committee", role=Role.COMMITTEE),

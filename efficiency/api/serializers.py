@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from efficiency.models import Department, Gpu, Job, Node
+from efficiency.models import Department, Gpu, Job, Node, SourceRun
 
 
 class DepartmentSerializer(serializers.ModelSerializer):
@@ -93,3 +93,9 @@ class JobDetailSerializer(JobSerializer):
 
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "nodes", "config"]
+
+
+class LogPushResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SourceRun
+        fields = ["id", "status", "received", "stored", "duplicates", "rejected", "rejects"]

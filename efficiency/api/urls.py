@@ -14,5 +14,6 @@ router.register("jobs", views.JobViewSet, basename="job")
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("sources/<int:pk>/logs/", views.LogPushView.as_view(), name="log-push"),
     *router.urls,
 ]

@@ -1,13 +1,17 @@
 """Small helpers shared by the HTML views."""
 
 from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from efficiency.choices import Role
+from efficiency.scoping import user_role
 
 PAGE_SIZE = 50
 
@@ -39,3 +43,18 @@ def render_filtered_list(
         {"filterset": filterset, "page": page, **(context or {})},
         status=200 if valid else 400,
     )
+
+
+def role_required(*roles: Role):
+    """Allow only users whose portal role is one of ``roles``; others get a 403 page."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if user_role(request.user) not in roles:
+                raise PermissionDenied
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator

@@ -16,6 +16,8 @@ A_ONLY = {"anonymous": 302, "no_role": 404, "head_a": 200, "head_b": 404, "commi
 API_A_ONLY = {**A_ONLY, "anonymous": 401}
 PUBLIC = dict.fromkeys(ROLES, 200)
 ADMIN_ONLY = {**dict.fromkeys(ROLES, 302), "admin": 200}
+ADMIN_PAGE = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "admin": 200}
+ADMIN_API = {**ADMIN_PAGE, "anonymous": 401}
 
 # url name -> (method, path built from the org fixture, expected status per role)
 MATRIX = {
@@ -39,6 +41,9 @@ MATRIX = {
     "api:node-detail": ("get", lambda o: f"/api/v1/nodes/{o.node_a.pk}/", API_A_ONLY),
     "api:job-list": ("get", lambda o: "/api/v1/jobs/", API),
     "api:job-detail": ("get", lambda o: f"/api/v1/jobs/{o.job_a.pk}/", API_A_ONLY),
+    "efficiency:source-list": ("get", lambda o: "/sources/", ADMIN_PAGE),
+    "efficiency:source-detail": ("get", lambda o: f"/sources/{o.source.pk}/", ADMIN_PAGE),
+    "api:log-push": ("post", lambda o: f"/api/v1/sources/{o.source.pk}/logs/", ADMIN_API),
     "admin:index": ("get", lambda o: "/admin/", ADMIN_ONLY),
 }
 

@@ -1,0 +1,337 @@
+"""Running data sources: claim, collect, record the run, move the watermark.
+
+Each kind's collector lives in ``efficiency.collectors``; the functions here wire one to the
+ingest services and keep the books (``SourceRun`` rows and the source's health fields) that
+the Data sources page shows.
+"""
+
+import logging
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import requests
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from efficiency.choices import JobSource, RunStatus, SourceKind
+from efficiency.collectors.records import Rejected, excerpt
+from efficiency.models import DataSource, SourceRun
+from efficiency.services.ingest import IngestResult, gpu_readings_ingest, jobs_ingest, log_chunks_ingest
+
+logger = logging.getLogger(__name__)
+
+KEPT_REJECTS = 20
+LEASE = timedelta(minutes=15)
+INITIAL_BACKFILL = timedelta(days=7)
+
+
+class SourceConfigError(ValueError):
+    """The source's configuration is wrong: retrying will not help, an admin must fix it."""
+
+
+class SourceUnavailable(RuntimeError):
+    """The source did not answer (timeout, 5xx, connection refused): retry later."""
+
+
+@dataclass
+class RunRecorder:
+    """Accumulates what one run did; saved into its ``SourceRun`` at the end."""
+
+    run: SourceRun
+    rejects: list[dict] = field(default_factory=list)
+    watermark: datetime | None = None
+    state: dict | None = None
+
+    def add(self, result: IngestResult, *, parse_rejected: list[Rejected] = ()) -> None:
+        self.run.received += result.received
+        self.run.stored += result.stored
+        self.run.duplicates += result.duplicates
+        problems = [*parse_rejected, *result.rejected]
+        self.run.rejected += len(problems)
+        for kind, items in (("rejected", problems), ("warning", result.warnings)):
+            for item in items:
+                if len(self.rejects) < KEPT_REJECTS:
+                    self.rejects.append(
+                        {"kind": kind, "reason": item.reason, "excerpt": item.excerpt, "line": item.line_no}
+                    )
+        if result.warnings and not self.run.message:
+            self.run.message = result.warnings[0].reason
+
+
+def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
+    """Take the source for this run, unless another worker holds a fresh lease on it."""
+    claimed = DataSource.objects.filter(
+        Q(running_since__isnull=True) | Q(running_since__lt=now - LEASE), pk=source_id, enabled=True
+    ).update(running_since=now, last_attempt_at=now)
+    return DataSource.objects.select_related("cluster").get(pk=source_id) if claimed else None
+
+
+@contextmanager
+def source_run_record(source: DataSource, *, now: datetime) -> Iterator[RunRecorder]:
+    """Record a run: counts, rejected input, status; update the source's health and watermark."""
+    run = SourceRun.objects.create(source=source, started_at=now)
+    recorder = RunRecorder(run=run)
+    try:
+        yield recorder
+    except Exception as error:
+        run.status = RunStatus.FAILED
+        run.message = excerpt(f"{type(error).__name__}: {error}", 1000)
+        source.last_error = run.message
+        source.last_error_at = timezone.now()
+        source.consecutive_failures += 1
+        raise
+    else:
+        run.status = RunStatus.PARTIAL if run.rejected else RunStatus.OK
+        source.last_success_at = timezone.now()
+        source.consecutive_failures = 0
+        if run.rejected:
+            first = recorder.rejects[0] if recorder.rejects else {"reason": ""}
+            source.last_error = f"{run.rejected} rejected; first: {first['reason']}"
+            source.last_error_at = source.last_success_at
+    finally:
+        run.finished_at = timezone.now()
+        run.rejects = recorder.rejects
+        run.save()
+        if recorder.watermark is not None and (
+            source.watermark is None or recorder.watermark > source.watermark
+        ):
+            source.watermark = recorder.watermark
+        if recorder.state is not None:
+            source.state = recorder.state
+        source.running_since = None
+        source.save(
+            update_fields=[
+                "watermark",
+                "state",
+                "running_since",
+                "last_success_at",
+                "last_error",
+                "last_error_at",
+                "consecutive_failures",
+            ]
+        )
+
+
+def source_collect(*, source_id: int, now: datetime | None = None) -> SourceRun | None:
+    """Collect from one source once; ``None`` when another worker is already on it."""
+    now = now or timezone.now()
+    source = source_claim(source_id=source_id, now=now)
+    if source is None:
+        return None
+    collector = _COLLECTORS.get(source.kind)
+    with source_run_record(source, now=now) as recorder:
+        if collector is None:
+            raise SourceConfigError(f"{source.get_kind_display()} sources are not collected periodically")
+        collector(source, recorder, now)
+    return recorder.run
+
+
+def _config(source: DataSource, key: str, kind: type = str, *, required: bool = True):
+    value = source.config.get(key)
+    if value is None:
+        if required:
+            raise SourceConfigError(f"configuration needs {key!r}")
+        return None
+    if not isinstance(value, kind):
+        raise SourceConfigError(f"configuration {key!r} must be a {kind.__name__}")
+    return value
+
+
+def _http_get(url: str, *, timeout_s: float, headers: dict | None = None) -> str:
+    try:
+        response = requests.get(url, timeout=timeout_s, headers=headers or {})
+    except requests.RequestException as error:
+        raise SourceUnavailable(f"{url}: {type(error).__name__}") from error
+    if response.status_code >= 500 or response.status_code == 429:
+        raise SourceUnavailable(f"{url} answered HTTP {response.status_code}")
+    if response.status_code >= 400:
+        raise SourceConfigError(f"{url} answered HTTP {response.status_code}")
+    return response.text
+
+
+def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
+    """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill."""
+    from efficiency.collectors.dcgm import gpu_readings_from_samples
+    from efficiency.collectors.exposition import parse_exposition
+
+    urls = _config(source, "urls", list)
+    timeout_s = float(source.config.get("timeout_s", 10))
+    scrape_ms = int(now.timestamp() * 1000)
+    failures = []
+    for entry in urls:
+        url, hostname = (
+            (entry, "") if isinstance(entry, str) else (entry.get("url", ""), entry.get("hostname", ""))
+        )
+        try:
+            text = _http_get(url, timeout_s=timeout_s)
+        except SourceUnavailable as error:
+            failures.append(str(error))
+            continue
+        parsed = parse_exposition(text)
+        readings = gpu_readings_from_samples(
+            parsed.records, scrape_time_ms=scrape_ms, default_hostname=hostname
+        )
+        result = gpu_readings_ingest(
+            cluster=source.cluster, readings=readings.records, interval_s=source.interval_s, now=now
+        )
+        recorder.add(result, parse_rejected=[*parsed.rejected, *readings.rejected])
+    if failures and len(failures) == len(urls):
+        raise SourceUnavailable("; ".join(failures[:5]))
+    for failure in failures:
+        recorder.rejects.append({"kind": "rejected", "reason": failure, "excerpt": "", "line": None})
+        recorder.run.rejected += 1
+    recorder.watermark = now
+
+
+def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
+    """Ask Prometheus for [watermark, now - lag): an outage is backfilled on the next run."""
+    from efficiency.collectors import prometheus
+
+    try:
+        config = prometheus.PrometheusConfig.from_dict(source.config)
+    except (TypeError, ValueError) as error:
+        raise SourceConfigError(str(error)) from error
+    lag = timedelta(seconds=int(source.config.get("lag_s", 60)))
+    end = now - lag
+    start = source.watermark or (end - INITIAL_BACKFILL)
+    recorder.run.window_start, recorder.run.window_end = start, end
+    if end <= start:
+        return
+    try:
+        outcome = prometheus.fetch_range(config, start, end)
+    except prometheus.PrometheusUnavailable as error:
+        partial = getattr(error, "partial", None)
+        if partial is not None and partial.records:
+            result = gpu_readings_ingest(
+                cluster=source.cluster, readings=partial.records, interval_s=config.step_s, now=now
+            )
+            recorder.add(result, parse_rejected=partial.rejected)
+            recorder.watermark = getattr(error, "completed_until", None)
+        raise SourceUnavailable(str(error)) from error
+    except prometheus.PrometheusQueryError as error:
+        raise SourceConfigError(str(error)) from error
+    result = gpu_readings_ingest(
+        cluster=source.cluster, readings=outcome.records, interval_s=config.step_s, now=now
+    )
+    recorder.add(result, parse_rejected=outcome.rejected)
+    recorder.watermark = end
+
+
+def _read_text(
+    source: DataSource, *, since: datetime, until: datetime, command: Callable[..., list[str]] | None
+) -> str:
+    """The source's text: a file (``path``), or a command's output (``command``)."""
+    path = source.config.get("path")
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as error:
+            raise SourceUnavailable(f"cannot read {path}: {error.strerror}") from error
+    argv = source.config.get("command")
+    if argv is None and command is not None:
+        argv = command(since, until)
+    if not argv or not isinstance(argv, list):
+        raise SourceConfigError("configuration needs 'path' or 'command' (a list of arguments)")
+    try:
+        completed = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SourceUnavailable(f"{argv[0]}: {error}") from error
+    if completed.returncode != 0:
+        raise SourceUnavailable(f"{argv[0]} exited {completed.returncode}: {excerpt(completed.stderr)}")
+    return completed.stdout
+
+
+def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
+    """Read sacct output for [watermark - overlap, now): running jobs are seen again until done."""
+    from efficiency.collectors import slurm
+
+    overlap = timedelta(hours=int(source.config.get("overlap_hours", 24)))
+    since = (source.watermark or now - INITIAL_BACKFILL) - overlap
+    tz = ZoneInfo(source.config.get("timezone", "UTC"))
+    text = _read_text(source, since=since, until=now, command=slurm.sacct_command)
+    parsed = slurm.parse_sacct(text, timezone=tz)
+    result = jobs_ingest(cluster=source.cluster, source=JobSource.SLURM, records=parsed.records, now=now)
+    recorder.add(result, parse_rejected=parsed.rejected)
+    recorder.watermark = now
+
+
+def _collect_kubernetes(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
+    from efficiency.collectors.kubernetes import parse_kubernetes_jobs
+
+    text = _read_text(source, since=now, until=now, command=None)
+    parsed = parse_kubernetes_jobs(text)
+    result = jobs_ingest(cluster=source.cluster, source=JobSource.KUBERNETES, records=parsed.records, now=now)
+    recorder.add(result, parse_rejected=parsed.rejected)
+    recorder.watermark = now
+
+
+def _collect_log_files(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
+    """Tail the watched directory; chunks and the new cursors are saved in one transaction."""
+    from efficiency.collectors.logfiles import tail_directory
+
+    root = Path(_config(source, "root"))
+    if not root.is_dir():
+        raise SourceUnavailable(f"log directory {root} does not exist")
+    tailed = tail_directory(root, source.state.get("cursors", {}))
+    with transaction.atomic():
+        result = log_chunks_ingest(source=source, chunks=tailed.chunks, now=now)
+        recorder.add(result, parse_rejected=tailed.rejected)
+        recorder.state = {**source.state, "cursors": tailed.cursors}
+    recorder.watermark = now
+
+
+_COLLECTORS: dict[str, Callable[[DataSource, RunRecorder, datetime], None]] = {
+    SourceKind.DCGM_SCRAPE: _collect_dcgm,
+    SourceKind.PROMETHEUS: _collect_prometheus,
+    SourceKind.SLURM: _collect_slurm,
+    SourceKind.KUBERNETES: _collect_kubernetes,
+    SourceKind.LOG_FILES: _collect_log_files,
+}
+
+
+def sources_due(*, now: datetime | None = None) -> list[int]:
+    """Enabled, periodically collected sources whose interval has passed since the last attempt."""
+    now = now or timezone.now()
+    due = []
+    for pk, interval_s, last in DataSource.objects.filter(
+        enabled=True, kind__in=list(_COLLECTORS)
+    ).values_list("pk", "interval_s", "last_attempt_at"):
+        if last is None or now - last >= timedelta(seconds=interval_s) - timedelta(seconds=5):
+            due.append(pk)
+    return due
+
+
+def log_push_receive(*, source: DataSource, body: bytes, now: datetime | None = None) -> SourceRun:
+    """Store NDJSON log lines a shipper pushed, recorded as a run of the push source."""
+    from efficiency.collectors.logpush import parse_ndjson_push
+
+    now = now or timezone.now()
+    with source_run_record(source, now=now) as recorder:
+        parsed = parse_ndjson_push(body)
+        result = log_chunks_ingest(source=source, chunks=parsed.records, now=now)
+        recorder.add(result, parse_rejected=parsed.rejected)
+        recorder.watermark = now
+    return recorder.run
+
+
+def jobs_csv_import(
+    *, cluster, text: str, timezone_name: str = "UTC", now: datetime | None = None
+) -> SourceRun:
+    """Import job history from the documented CSV format, recorded as a run of the cluster's CSV source."""
+    from efficiency.collectors.jobs_csv import parse_jobs_csv
+
+    now = now or timezone.now()
+    source, _ = DataSource.objects.get_or_create(
+        cluster=cluster, name="csv-import", defaults={"kind": SourceKind.CSV_IMPORT, "enabled": False}
+    )
+    with source_run_record(source, now=now) as recorder:
+        parsed = parse_jobs_csv(text, default_timezone=ZoneInfo(timezone_name))
+        result = jobs_ingest(cluster=cluster, source=JobSource.CSV, records=parsed.records, now=now)
+        recorder.add(result, parse_rejected=parsed.rejected)
+    return recorder.run
