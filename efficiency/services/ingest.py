@@ -414,20 +414,30 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogChunk], now: datetime | Non
         )
         for chunk in chunks
     ]
-    seen = set(
-        LogChunkRow.objects.filter(source=source, stream__in={row.stream for row in rows}).values_list(
-            "stream", "file_id", "start_offset"
-        )
-    )
-    new_rows = []
+    # A replay after a crash can bring a longer chunk with the same start (the file grew in
+    # between): it holds everything the stored one did and more, so it replaces it.
+    stored_ends = {
+        (stream, file_id, start): (pk, end)
+        for pk, stream, file_id, start, end in LogChunkRow.objects.filter(
+            source=source, stream__in={row.stream for row in rows}
+        ).values_list("pk", "stream", "file_id", "start_offset", "end_offset")
+    }
+    new_rows, longer = [], []
     for row in rows:
         key = (row.stream, row.file_id, row.start_offset)
-        if key in seen:
-            result.duplicates += 1
-        else:
-            seen.add(key)
+        known = stored_ends.get(key)
+        if known is None:
+            stored_ends[key] = (None, row.end_offset)
             new_rows.append(row)
-    # ignore_conflicts still guards against a concurrent run storing the same chunk.
-    LogChunkRow.objects.bulk_create(new_rows, ignore_conflicts=True, batch_size=500)
-    result.stored = len(new_rows)
+        elif known[0] is not None and row.end_offset > known[1]:
+            row.pk = known[0]
+            stored_ends[key] = (known[0], row.end_offset)
+            longer.append(row)
+        else:
+            result.duplicates += 1
+    with transaction.atomic():
+        # ignore_conflicts still guards against a concurrent run storing the same chunk.
+        LogChunkRow.objects.bulk_create(new_rows, ignore_conflicts=True, batch_size=500)
+        LogChunkRow.objects.bulk_update(longer, ["end_offset", "text", "line_count", "job"], batch_size=500)
+    result.stored = len(new_rows) + len(longer)
     return result

@@ -195,3 +195,15 @@ def test_log_chunks_are_stored_once_and_linked_to_their_job(mapped):
     stored = LogChunkRow.objects.order_by("start_offset")
     assert [c.job.external_id for c in stored] == ["100", "100"]
     assert "\x00" not in stored[1].text
+
+
+def test_a_longer_replay_of_a_log_chunk_replaces_the_shorter_one(mapped):
+    source = DataSource.objects.create(cluster=mapped, kind="log_files", name="logs")
+    short = LogChunk("7/rank-0.log", "1:2", 0, 4, "a\nb\n", 2)
+    longer = LogChunk("7/rank-0.log", "1:2", 0, 6, "a\nb\nc\n", 3)
+    log_chunks_ingest(source=source, chunks=[short], now=NOW)
+    result = log_chunks_ingest(source=source, chunks=[longer], now=NOW)
+    assert result.stored == 1
+    stored = LogChunkRow.objects.get()
+    assert (stored.end_offset, stored.text, stored.line_count) == (6, "a\nb\nc\n", 3)
+    assert log_chunks_ingest(source=source, chunks=[short], now=NOW).duplicates == 1
