@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 KEPT_REJECTS = 20
 LEASE = timedelta(minutes=15)
-INITIAL_BACKFILL = timedelta(days=7)
+INITIAL_BACKFILL = timedelta(days=7)  # how far back a new source starts
 
 
 class SourceConfigError(ValueError):
@@ -193,34 +193,31 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
     """Ask Prometheus for [watermark, now - lag): an outage is backfilled on the next run."""
     from efficiency.collectors import prometheus
 
+    # lag_s and initial_backfill_days are the portal's own; the rest is the collector's.
+    settings = {k: v for k, v in source.config.items() if k not in {"lag_s", "initial_backfill_days"}}
     try:
-        config = prometheus.PrometheusConfig.from_dict(source.config)
+        config = prometheus.PrometheusConfig.from_dict(settings)
     except (TypeError, ValueError) as error:
         raise SourceConfigError(str(error)) from error
     lag = timedelta(seconds=int(source.config.get("lag_s", 60)))
     end = now - lag
-    start = source.watermark or (end - INITIAL_BACKFILL)
+    start = source.watermark or (end - timedelta(days=int(source.config.get("initial_backfill_days", 7))))
     recorder.run.window_start, recorder.run.window_end = start, end
     if end <= start:
         return
     try:
-        outcome = prometheus.fetch_range(config, start, end)
-    except prometheus.PrometheusUnavailable as error:
-        partial = getattr(error, "partial", None)
-        if partial is not None and partial.records:
+        # Chunk by chunk: each stored chunk moves the watermark, so a failure half-way through
+        # a long backfill keeps what was fetched and the next run resumes from there.
+        for chunk in prometheus.fetch_chunks(config, start, end):
             result = gpu_readings_ingest(
-                cluster=source.cluster, readings=partial.records, interval_s=config.step_s, now=now
+                cluster=source.cluster, readings=chunk.outcome.records, interval_s=config.step_s, now=now
             )
-            recorder.add(result, parse_rejected=partial.rejected)
-            recorder.watermark = getattr(error, "completed_until", None)
-        raise SourceUnavailable(str(error)) from error
+            recorder.add(result, parse_rejected=chunk.outcome.rejected)
+            recorder.watermark = chunk.end
+    except prometheus.PrometheusUnavailable as error:
+        raise SourceUnavailable(error.message) from error
     except prometheus.PrometheusQueryError as error:
-        raise SourceConfigError(str(error)) from error
-    result = gpu_readings_ingest(
-        cluster=source.cluster, readings=outcome.records, interval_s=config.step_s, now=now
-    )
-    recorder.add(result, parse_rejected=outcome.rejected)
-    recorder.watermark = end
+        raise SourceConfigError(error.message) from error
 
 
 def _read_text(
