@@ -274,6 +274,9 @@ def jobs_ingest(
     node_ids = dict(cluster.nodes.values_list("hostname", "pk"))
     latest: dict[str, JobRecord] = {}
     for record in records:
+        if not record.external_id or len(record.external_id) > 200:
+            result.reject("job id is empty or longer than 200 characters", record.external_id)
+            continue
         if record.external_id in latest:
             result.duplicates += 1
         latest[record.external_id] = record  # the last word in one delivery wins

@@ -251,7 +251,9 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
     overlap = timedelta(hours=int(source.config.get("overlap_hours", 24)))
     since = (source.watermark or now - INITIAL_BACKFILL) - overlap
     tz = ZoneInfo(source.config.get("timezone", "UTC"))
-    text = _read_text(source, since=since, until=now, command=slurm.sacct_command)
+    text = _read_text(
+        source, since=since, until=now, command=lambda a, b: slurm.sacct_command(a, b, timezone=tz)
+    )
     parsed = slurm.parse_sacct(text, timezone=tz)
     result = jobs_ingest(cluster=source.cluster, source=JobSource.SLURM, records=parsed.records, now=now)
     recorder.add(result, parse_rejected=parsed.rejected)

@@ -1,0 +1,221 @@
+"""dcgm-exporter samples of one scrape → one ``GpuReading`` per GPU (or MIG instance).
+
+The exporter's label set drifted over the years (see tests/fixtures/dcgm/README.md): ``UUID`` or
+``uuid``, ``pod``/``namespace`` or ``pod_name``/``pod_namespace``, ``Hostname`` missing in older
+versions and sometimes the exporter *pod* name rather than the node, lower-case metric names in
+some deployments, pod labels absent on idle MIG slices. This module absorbs that drift and the
+unit differences (profiling fields are ratios 0-1, ``GPU_UTIL`` is a percent).
+
+A reading exists for every (hostname, gpu, MIG instance) that has at least one sample of a metric
+we map; samples of other metrics are ignored without being looked at.
+"""
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from efficiency.collectors.records import GpuReading, ParseOutcome, Sample
+
+# DCGM's "blank" values (dcgm_structs.h, DCGM_*_BLANK and the NOT_FOUND / NOT_SUPPORTED /
+# NOT_PERMISSIONED codes just above them). dcgm-exporter skips them since it learned to (its
+# ToString), but older exporters print them, e.g. 9223372036854775794 = INT64 NOT_SUPPORTED in the
+# README quickstart. DCGM tests FP64 and INT64 fields with ">= blank"; INT64 blanks (≥ 2**63 - 16)
+# are above the FP64 one (2**47), so one threshold covers both. INT32 blanks can appear in INT64
+# fields (the exporter checks for them there too). No metric we map reaches either range.
+DCGM_FP64_BLANK = 140737488355328.0
+DCGM_INT32_BLANK = 0x7FFFFFF0
+DCGM_INT32_MAX = 0x7FFFFFFF
+
+# Metric name → (GpuReading field, factor to portal units, is a percentage).
+_GAUGES: dict[str, tuple[str, float, bool]] = {
+    "DCGM_FI_DEV_GPU_UTIL": ("util_pct", 1.0, True),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gr_engine_active_pct", 100.0, True),
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active_pct", 100.0, True),
+    "DCGM_FI_DEV_FB_USED": ("fb_used_mib", 1.0, False),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0, False),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0, False),
+}
+XID_LAST_METRIC = "DCGM_FI_DEV_XID_ERRORS"
+XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
+_MAPPED = frozenset(_GAUGES) | {XID_LAST_METRIC, XID_COUNT_METRIC}
+
+
+def is_dcgm_blank(value: float) -> bool:
+    """Whether ``value`` is one of DCGM's "no value" codes rather than a measurement."""
+    return value >= DCGM_FP64_BLANK or DCGM_INT32_BLANK <= value <= DCGM_INT32_MAX
+
+
+@dataclass(slots=True)
+class _Draft:
+    """A reading being assembled from the samples of one GPU."""
+
+    hostname: str
+    gpu_index: int
+    mig_instance: str
+    uuid: str = ""
+    model: str = ""
+    namespace: str = ""
+    pod: str = ""
+    timestamp_ms: int | None = None
+    values: dict[str, float | None] = field(default_factory=dict)
+    xid_last: int | None = None
+    xid_counts: dict[int, float] = field(default_factory=dict)
+
+    def take_labels(self, labels: Mapping[str, str]) -> None:
+        """Fill descriptive fields still empty: idle MIG slices carry no pod labels at all."""
+        if not self.uuid:
+            self.uuid = labels.get("UUID") or labels.get("uuid", "")
+        if not self.model:
+            self.model = labels.get("modelName", "")
+        if not self.namespace:
+            self.namespace = labels.get("namespace") or labels.get("pod_namespace", "")
+        if not self.pod:
+            self.pod = labels.get("pod") or labels.get("pod_name", "")
+
+    def reading(self, scrape_time_ms: int) -> GpuReading:
+        """The finished, immutable reading."""
+        return GpuReading(
+            hostname=self.hostname,
+            gpu_index=self.gpu_index,
+            timestamp_ms=self.timestamp_ms if self.timestamp_ms is not None else scrape_time_ms,
+            uuid=self.uuid,
+            model=self.model,
+            namespace=self.namespace,
+            pod=self.pod,
+            mig_instance=self.mig_instance,
+            util_pct=self.values.get("util_pct"),
+            gr_engine_active_pct=self.values.get("gr_engine_active_pct"),
+            sm_active_pct=self.values.get("sm_active_pct"),
+            fb_used_mib=self.values.get("fb_used_mib"),
+            power_w=self.values.get("power_w"),
+            temp_c=self.values.get("temp_c"),
+            xid_last=self.xid_last,
+            xid_counts=tuple(sorted(self.xid_counts.items())),
+        )
+
+
+def gpu_readings_from_samples(
+    samples: Iterable[Sample], *, scrape_time_ms: int, default_hostname: str = ""
+) -> ParseOutcome[GpuReading]:
+    """Group the samples of one dcgm-exporter scrape into one reading per GPU or MIG instance.
+
+    The key is (``Hostname`` label or ``default_hostname``, ``gpu`` label, ``GPU_I_ID`` label).
+    A sample's own timestamp wins over ``scrape_time_ms``; when the samples of one GPU carry
+    several, the reading takes the latest. DCGM's blank codes become None (not reported). A value
+    that is not finite, negative, or a percentage above 100 is rejected and leaves its field None;
+    the rest of the reading stays. A sample whose GPU cannot be identified is rejected whole.
+    Metric names are matched case-insensitively (some deployments lower-case them).
+    """
+    outcome: ParseOutcome[GpuReading] = ParseOutcome()
+    drafts: dict[tuple[str, int, str], _Draft] = {}
+    canonical_names: dict[str, str | None] = {}
+    by_labels: dict[int, tuple[Mapping[str, str], _Draft]] = {}
+
+    for sample in samples:
+        if sample.name not in canonical_names:
+            upper = sample.name.upper()
+            canonical_names[sample.name] = upper if upper in _MAPPED else None
+        metric = canonical_names[sample.name]
+        if metric is None:
+            continue
+
+        # The parser shares one label mapping per distinct label text, so every metric of a
+        # GPU arrives with the same object: look its draft up by identity first. The object
+        # is kept in the cache too, so its id cannot be reused while we hold it.
+        cached = by_labels.get(id(sample.labels))
+        if cached is not None and cached[0] is sample.labels:
+            draft = cached[1]
+        else:
+            draft = _draft_for(sample, drafts, default_hostname, outcome)
+            if draft is None:
+                continue
+            by_labels[id(sample.labels)] = (sample.labels, draft)
+        if sample.timestamp_ms is not None and (
+            draft.timestamp_ms is None or sample.timestamp_ms > draft.timestamp_ms
+        ):
+            draft.timestamp_ms = sample.timestamp_ms
+
+        value = sample.value
+        # Fast path for the common case, an ordinary non-negative number (NaN fails it too).
+        if not 0.0 <= value < DCGM_INT32_BLANK:
+            value = _usable_value(sample, outcome)
+            if value is None:
+                continue
+        if metric == XID_COUNT_METRIC:
+            _add_xid_count(draft, sample, value, outcome)
+        elif metric == XID_LAST_METRIC:
+            if not value.is_integer():
+                outcome.reject("Xid code is not an integer", _render(sample))
+            elif draft.xid_last is None:
+                draft.xid_last = int(value)
+        else:
+            attribute, factor, is_percent = _GAUGES[metric]
+            scaled = value * factor
+            if is_percent and scaled > 100:
+                outcome.reject("percentage above 100", _render(sample))
+            elif draft.values.get(attribute) is None:
+                # A GPU shared by several pods can be listed once per pod with the same values;
+                # the first one stands.
+                draft.values[attribute] = scaled
+
+    outcome.records.extend(draft.reading(scrape_time_ms) for draft in drafts.values())
+    return outcome
+
+
+def _draft_for(
+    sample: Sample,
+    drafts: dict[tuple[str, int, str], _Draft],
+    default_hostname: str,
+    outcome: ParseOutcome[GpuReading],
+) -> _Draft | None:
+    """The draft reading this sample belongs to, or None (rejected) if its GPU is unknown."""
+    labels = sample.labels
+    gpu = labels.get("gpu")
+    if gpu is None:
+        outcome.reject("no gpu label", _render(sample))
+        return None
+    # isdecimal() alone admits non-ASCII digits; int() alone admits signs, spaces and '_'.
+    if not (gpu.isascii() and gpu.isdecimal()):
+        outcome.reject("gpu label is not an integer", _render(sample))
+        return None
+    hostname = labels.get("Hostname") or default_hostname
+    if not hostname:
+        outcome.reject("no Hostname label and no default hostname", _render(sample))
+        return None
+
+    key = (hostname, int(gpu), labels.get("GPU_I_ID", ""))
+    draft = drafts.get(key)
+    if draft is None:
+        draft = drafts[key] = _Draft(hostname=key[0], gpu_index=key[1], mig_instance=key[2])
+    draft.take_labels(labels)
+    return draft
+
+
+def _usable_value(sample: Sample, outcome: ParseOutcome[GpuReading]) -> float | None:
+    """The sample's value if it is a measurement; None for blanks (silently) and bad values."""
+    # float(): samples built elsewhere may carry ints, which lack is_integer() before 3.12.
+    value = float(sample.value)
+    if not math.isfinite(value):
+        outcome.reject("not a finite number", _render(sample))
+        return None
+    if is_dcgm_blank(value):
+        return None
+    if value < 0:
+        outcome.reject("negative value", _render(sample))
+        return None
+    return value
+
+
+def _add_xid_count(draft: _Draft, sample: Sample, count: float, outcome: ParseOutcome[GpuReading]) -> None:
+    """Record ``DCGM_EXP_XID_ERRORS_COUNT{xid="79"} 2`` as (79, 2.0) on the draft."""
+    xid = sample.labels.get("xid", "")
+    if not (xid.isascii() and xid.isdecimal()):
+        outcome.reject("xid label is not an integer", _render(sample))
+        return
+    draft.xid_counts.setdefault(int(xid), count)
+
+
+def _render(sample: Sample) -> str:
+    """The sample as an exposition line, for the excerpt of a rejection."""
+    labels = ",".join(f'{name}="{value}"' for name, value in sample.labels.items())
+    return f"{sample.name}{{{labels}}} {sample.value!r}"

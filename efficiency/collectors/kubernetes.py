@@ -1,0 +1,412 @@
+"""Kubernetes job records from ``kubectl get jobs -A -o json`` or ``kubectl get pods -A -o json``.
+
+Both commands print a ``List`` whose items carry their ``kind`` (``Job`` or ``Pod``); a
+``JobList``/``PodList`` straight from the API server, whose items carry no kind, and a single
+object are read too. The namespace is the job's account: the department comes from the
+``DepartmentMapping`` table at ingest.
+
+The config snapshot records what the config audit compares with the ideal: images, environment
+variables, volume mount paths, command and args. Secret material never enters it: a variable
+set from a Secret or ConfigMap is recorded as ``<from secretKeyRef>`` (the reference kind, not
+the value), and a literal value whose name says it is a credential (a ``TOKEN``, ``PASSWORD``,
+``SECRET``, ``API_KEY``, ``ACCESS_KEY`` or ``PRIVATE_KEY`` word, as in ``HF_TOKEN``) as ``<redacted>``.
+"""
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from efficiency.collectors.records import JobRecord, ParseOutcome
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# Set by NVIDIA GPU feature discovery on every GPU node, e.g. "NVIDIA-H100-80GB-HBM3".
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+USER_KEY = "user"  # label, else annotation, naming who submitted the job
+
+REDACTED = "<redacted>"
+# Whole words of the name only: TOKENIZERS_PARALLELISM is a setting, HF_TOKEN is a credential.
+_CREDENTIAL_NAME = re.compile(
+    r"(?:^|_)(?:SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)", re.IGNORECASE
+)
+
+# Checked in this order: a Megatron or DeepSpeed image usually has "pytorch" in its name too.
+_FRAMEWORK_HINTS = (
+    ("megatron", "megatron"),
+    ("deepspeed", "deepspeed"),
+    ("pytorch", "pytorch"),
+    ("torch", "pytorch"),
+)
+
+POD_PHASES: Mapping[str, str] = {
+    "Pending": "pending",
+    "Running": "running",
+    "Succeeded": "completed",
+    "Failed": "failed",
+    # The kubelet stopped reporting (status reason NodeLost): the pod's node has failed.
+    "Unknown": "node_fail",
+}
+
+
+class _BadItem(ValueError):
+    """An item that cannot become a record; the message is the rejection reason."""
+
+
+def parse_kubernetes_jobs(text: str) -> ParseOutcome[JobRecord]:
+    """Turn ``kubectl get jobs|pods -A -o json`` output into job records, one per Job or Pod.
+
+    Invalid JSON is one rejection for the whole text; an item that lacks its name or namespace,
+    or holds an unreadable field, is rejected alone and the other items are kept. Rejections
+    carry the item's index in ``items`` (JSON has no useful line numbers once pretty-printed).
+    """
+    outcome = ParseOutcome[JobRecord]()
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        # The excerpt shows where the JSON breaks, which the first characters rarely do.
+        outcome.reject(
+            f"not valid JSON: {error}", text[max(0, error.pos - 80) : error.pos + 80], error.lineno
+        )
+        return outcome
+    if not isinstance(document, dict):
+        outcome.reject("expected a JSON object (a List of Jobs or Pods)", text)
+        return outcome
+    list_kind = str(document.get("kind", ""))
+    if "items" in document:
+        items = document["items"]
+        if not isinstance(items, list):
+            outcome.reject("'items' is not a list", text)
+            return outcome
+        # Items of a JobList/PodList from the API server carry no kind of their own.
+        default_kind = list_kind.removesuffix("List") if list_kind != "List" else ""
+    else:
+        items, default_kind = [document], ""
+    for index, item in enumerate(items):
+        where = f"items[{index}]" if "items" in document else "object"
+        if not isinstance(item, dict):
+            outcome.reject(f"{where} is not a JSON object", json.dumps(item))
+            continue
+        if "\\u0000" in json.dumps(item):
+            # PostgreSQL text and jsonb cannot hold NUL; such an item would fail the ingest later.
+            outcome.reject(f"{where} contains a NUL character", _identity_excerpt(item))
+            continue
+        try:
+            outcome.records.append(_item_record(item, default_kind))
+        except _BadItem as error:
+            outcome.reject(f"{where}: {error}", _identity_excerpt(item))
+    return outcome
+
+
+def guess_framework(images: Sequence[str]) -> str:
+    """The framework a job likely runs, from its container image names; "unknown" if no hint."""
+    lowered = [image.lower() for image in images]
+    for hint, framework in _FRAMEWORK_HINTS:
+        if any(hint in image for image in lowered):
+            return framework
+    return "unknown"
+
+
+def _item_record(item: Mapping[str, Any], default_kind: str) -> JobRecord:
+    kind = str(item.get("kind") or default_kind)
+    metadata = _mapping(item, "metadata")
+    name = metadata.get("name")
+    namespace = metadata.get("namespace")
+    if not isinstance(name, str) or not name:
+        raise _BadItem("metadata.name is missing")
+    if not isinstance(namespace, str) or not namespace:
+        raise _BadItem(f"metadata.namespace is missing for {kind or 'item'} {name!r}")
+    if kind == "Job":
+        return _job_record(item, metadata, namespace, name)
+    if kind == "Pod":
+        return _pod_record(item, metadata, namespace, name)
+    raise _BadItem(f"kind {kind!r} of {namespace}/{name} is neither Job nor Pod")
+
+
+def _job_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace: str, name: str) -> JobRecord:
+    spec = _mapping(item, "spec")
+    status = _mapping(item, "status")
+    pod_spec = _mapping(_mapping(spec, "template"), "spec")
+    parallelism = _count(spec, "parallelism", default=1)
+    completions = spec.get("completions")
+    # Fewer pods run at once than parallelism when fewer completions are wanted.
+    pods_at_once = min(parallelism, _count(spec, "completions")) if completions is not None else parallelism
+    conditions = _true_conditions(status)
+    failed = conditions.get("Failed")
+    started_at = _timestamp(status, "startTime")
+    if failed is not None:
+        state = "timeout" if failed.get("reason") == "DeadlineExceeded" else "failed"
+    elif "Complete" in conditions:
+        state = "completed"
+    elif spec.get("suspend") is True or "Suspended" in conditions:
+        state = "pending"
+    elif _count(status, "active") > 0:
+        state = "running"
+    elif started_at is None:
+        state = "pending"
+    elif _count(status, "succeeded") >= (_count(spec, "completions") if completions is not None else 1):
+        state = "completed"  # the Complete condition is written a moment after the last success
+    else:
+        state = "running"  # started, between pods (a retry is being created)
+    ended_at = _timestamp(status, "completionTime")
+    if ended_at is None and failed is not None:
+        ended_at = _timestamp(failed, "lastTransitionTime")
+    config = _pod_spec_config(pod_spec)
+    config.update(uid=metadata.get("uid", ""), parallelism=parallelism)
+    if completions is not None:
+        config["completions"] = completions
+    return JobRecord(
+        source="kubernetes",
+        external_id=f"{namespace}/{name}",
+        account=namespace,
+        user_name=_user(metadata),
+        name=name,
+        state=state,
+        gpu_count=_pod_gpus(pod_spec) * pods_at_once,
+        submitted_at=_submitted_at(metadata),
+        started_at=started_at,
+        ended_at=ended_at,
+        gpu_model=_gpu_model(pod_spec),
+        framework=guess_framework(_images(pod_spec)),
+        config=config,
+    )
+
+
+def _pod_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace: str, name: str) -> JobRecord:
+    spec = _mapping(item, "spec")
+    status = _mapping(item, "status")
+    phase = status.get("phase", "")
+    state = POD_PHASES.get(phase) if isinstance(phase, str) else None
+    if state is None:
+        raise _BadItem(f"status.phase {phase!r} of {namespace}/{name} is not a pod phase")
+    reason = status.get("reason")
+    if state == "failed" and reason == "DeadlineExceeded":
+        state = "timeout"  # activeDeadlineSeconds ran out
+    elif state == "failed" and _true_conditions(status).get("DisruptionTarget", {}).get("reason") == (
+        "PreemptionByScheduler"
+    ):
+        state = "preempted"
+    terminated = _terminated_states(status)
+    ended_at = None
+    # A finished pod ends when its last container does; in a running pod a terminated sidecar
+    # says nothing about the end or the outcome.
+    exit_code = ""
+    if state in {"completed", "failed", "timeout", "preempted"}:
+        finished = [moment for moment in (_timestamp(t, "finishedAt") for t in terminated) if moment]
+        ended_at = max(finished, default=None)
+        exit_code = _exit_code(terminated)
+    node_name = spec.get("nodeName")
+    node_names = (node_name,) if isinstance(node_name, str) and node_name else ()
+    config = _pod_spec_config(spec)
+    config["uid"] = metadata.get("uid", "")
+    owners = [
+        f"{owner.get('kind', '')}/{owner.get('name', '')}"
+        for owner in _list(metadata, "ownerReferences")
+        if isinstance(owner, dict)
+    ]
+    if owners:
+        config["owners"] = owners
+    if isinstance(reason, str) and reason:
+        config["status_reason"] = reason
+    return JobRecord(
+        source="kubernetes",
+        external_id=f"{namespace}/{name}",
+        account=namespace,
+        user_name=_user(metadata),
+        name=name,
+        state=state,
+        gpu_count=_pod_gpus(spec),
+        submitted_at=_submitted_at(metadata),
+        started_at=_timestamp(status, "startTime"),
+        ended_at=ended_at,
+        gpu_model=_gpu_model(spec),
+        node_count=len(node_names),
+        node_names=node_names,
+        framework=guess_framework(_images(spec)),
+        config=config,
+        exit_code=exit_code,
+    )
+
+
+def _pod_spec_config(pod_spec: Mapping[str, Any]) -> dict[str, object]:
+    """The config snapshot of a pod template or pod: images, env, mounts, command and args."""
+    containers = [c for c in _list(pod_spec, "containers") if isinstance(c, dict)]
+    env: dict[str, str] = {}
+    env_from: list[str] = []
+    mounts: list[str] = []
+    described: list[dict[str, object]] = []
+    for container in containers:
+        for variable in _list(container, "env"):
+            # The first container is the main one by convention; a sidecar does not override it.
+            if isinstance(variable, dict) and isinstance(variable.get("name"), str):
+                env.setdefault(variable["name"], _env_value(variable))
+        for source in _list(container, "envFrom"):
+            if isinstance(source, dict):
+                env_from.extend(
+                    f"{ref_kind}:{ref.get('name', '')}"
+                    for ref_kind, ref in source.items()
+                    if isinstance(ref, dict)
+                )
+        for mount in _list(container, "volumeMounts"):
+            path = mount.get("mountPath") if isinstance(mount, dict) else None
+            if isinstance(path, str) and path not in mounts:
+                mounts.append(path)
+        described.append(
+            {
+                "name": container.get("name", ""),
+                "image": container.get("image", ""),
+                "command": _strings(container, "command"),
+                "args": _strings(container, "args"),
+            }
+        )
+    config: dict[str, object] = {
+        "images": _images(pod_spec),
+        "env": env,
+        "volume_mounts": mounts,
+        "containers": described,
+    }
+    if env_from:
+        config["env_from"] = env_from
+    return config
+
+
+def _env_value(variable: Mapping[str, Any]) -> str:
+    value_from = variable.get("valueFrom")
+    if isinstance(value_from, dict) and value_from:
+        # Record where the value comes from, never the value: resolving a secret here would
+        # copy it into the portal's database.
+        return f"<from {next(iter(value_from))}>"
+    value = variable.get("value", "")
+    if _CREDENTIAL_NAME.search(variable["name"]):
+        return REDACTED
+    return value if isinstance(value, str) else str(value)
+
+
+def _pod_gpus(pod_spec: Mapping[str, Any]) -> int:
+    total = 0
+    for container in _list(pod_spec, "containers"):
+        resources = _mapping(container, "resources") if isinstance(container, dict) else {}
+        # Extended resources must have limits == requests when both are set; a pod may set either.
+        for part in ("limits", "requests"):
+            quantity = _mapping(resources, part).get(GPU_RESOURCE)
+            if quantity is not None:
+                total += _gpu_quantity(quantity, part)
+                break
+    return total
+
+
+def _gpu_quantity(quantity: object, part: str) -> int:
+    text = str(quantity).strip()
+    if not text.isdigit():
+        raise _BadItem(f"resources.{part}[{GPU_RESOURCE!r}] {quantity!r} is not a whole number of GPUs")
+    return int(text)
+
+
+def _gpu_model(pod_spec: Mapping[str, Any]) -> str:
+    product = _mapping(pod_spec, "nodeSelector").get(GPU_PRODUCT_LABEL, "")
+    return product if isinstance(product, str) else ""
+
+
+def _images(pod_spec: Mapping[str, Any]) -> list[str]:
+    return [
+        c["image"]
+        for c in _list(pod_spec, "containers")
+        if isinstance(c, dict) and isinstance(c.get("image"), str)
+    ]
+
+
+def _user(metadata: Mapping[str, Any]) -> str:
+    for part in ("labels", "annotations"):
+        user = _mapping(metadata, part).get(USER_KEY)
+        if isinstance(user, str) and user:
+            return user
+    return ""
+
+
+def _submitted_at(metadata: Mapping[str, Any]) -> datetime:
+    created = _timestamp(metadata, "creationTimestamp", where="metadata.")
+    if created is None:
+        raise _BadItem("metadata.creationTimestamp is missing")
+    return created
+
+
+def _true_conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {
+        condition["type"]: condition
+        for condition in _list(status, "conditions")
+        if isinstance(condition, dict) and condition.get("status") == "True" and "type" in condition
+    }
+
+
+def _terminated_states(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    terminated = []
+    for container_status in _list(status, "containerStatuses"):
+        if isinstance(container_status, dict):
+            state = _mapping(_mapping(container_status, "state"), "terminated")
+            if state:
+                terminated.append(state)
+    return terminated
+
+
+def _exit_code(terminated: Sequence[Mapping[str, Any]]) -> str:
+    codes = [state.get("exitCode") for state in terminated if isinstance(state.get("exitCode"), int)]
+    # The first failing container explains the failure; all zero means success.
+    failing = [code for code in codes if code != 0]
+    if failing:
+        return str(failing[0])
+    return "0" if codes else ""
+
+
+def _timestamp(container: Mapping[str, Any], key: str, where: str = "") -> datetime | None:
+    value = container.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise _BadItem(f"{where}{key} {value!r} is not a timestamp")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _BadItem(f"{where}{key} {value!r} is not an RFC 3339 timestamp") from None
+    if parsed.tzinfo is None:
+        raise _BadItem(f"{where}{key} {value!r} has no time zone")
+    return parsed.astimezone(UTC)
+
+
+def _count(container: Mapping[str, Any], key: str, default: int = 0) -> int:
+    value = container.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _BadItem(f"{key} {value!r} is not a count")
+    return value
+
+
+def _mapping(container: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = container.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _BadItem(f"{key} is not an object")
+    return value
+
+
+def _list(container: Mapping[str, Any], key: str) -> list[Any]:
+    value = container.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _BadItem(f"{key} is not a list")
+    return value
+
+
+def _strings(container: Mapping[str, Any], key: str) -> list[str]:
+    return [str(part) for part in _list(container, key)]
+
+
+def _identity_excerpt(item: Mapping[str, Any]) -> str:
+    # Only kind and identity: the full item may hold literal credentials in its env.
+    metadata = item.get("metadata")
+    identity = {"kind": item.get("kind")}
+    if isinstance(metadata, dict):
+        identity.update({key: metadata[key] for key in ("namespace", "name", "uid") if key in metadata})
+    return json.dumps(identity)

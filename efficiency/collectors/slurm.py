@@ -1,0 +1,482 @@
+"""Slurm job records: ``sacct --parsable2`` for job history, ``squeue`` for pending work.
+
+Slurm prints times in the cluster's local time without a zone, so both parsers take the
+cluster's ``tzinfo`` (a ``zoneinfo.ZoneInfo``) and return timezone-aware UTC datetimes.
+
+sacct rows are read by the names in their header line, never by position, so a site that adds
+columns to the format still parses. Job steps (``123.batch``, ``123.extern``, ``123.0``) are
+skipped: the portal counts jobs, and a step's resources are already part of its job's
+allocation.
+
+squeue has no header in the form the portal runs it (``squeue_command()``)::
+
+    squeue -h -t PENDING -o "%i|%j|%a|%u|%T|%V|%b|%D|%r"
+
+that is ``jobid|name|account|user|state|submit_time|tres_per_node|nodes|reason``. ``%b`` is
+the per-node request (``gres/gpu:8``, ``gres:gpu:h100:8``, ``N/A``), so the job's GPU demand is
+that times ``%D``. A job that asked for GPUs per job (``--gpus=16``) instead of per node shows
+``N/A`` there and counts as 0 GPUs: squeue's short format has no field for the per-job request.
+"""
+
+import itertools
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, tzinfo
+
+from efficiency.collectors.records import JobRecord, ParseOutcome
+
+# The fields the portal asks sacct for; parse_sacct reads whatever header comes back, so this
+# list can grow without touching the parser.
+SACCT_FORMAT = ",".join(
+    (
+        "JobID",
+        "JobName",
+        "Account",
+        "User",
+        "Partition",
+        "State",
+        "Submit",
+        "Start",
+        "End",
+        "Elapsed",
+        "NNodes",
+        "AllocTRES",
+        "ReqTRES",
+        "NodeList",
+        "ExitCode",
+    )
+)
+
+SQUEUE_FORMAT = "%i|%j|%a|%u|%T|%V|%b|%D|%r"
+SQUEUE_FIELD_COUNT = 9
+
+# Larger expansions are refused: a typo such as ``gpu-[1-9999999]`` must not exhaust memory.
+MAX_HOSTLIST_HOSTS = 100_000
+
+REQUIRED_SACCT_FIELDS = ("jobid", "state", "submit")
+_SACCT_DISPLAY = {"jobid": "JobID", "state": "State", "submit": "Submit"}
+
+# Slurm job states (``squeue --help``, ``sacct --helpstate``) to efficiency.choices.JobState.
+SLURM_STATES: Mapping[str, str] = {
+    "PENDING": "pending",
+    "REQUEUED": "pending",  # back in the queue; it will run again under the same id
+    "RUNNING": "running",
+    "SUSPENDED": "running",  # still holds its allocation, so it still occupies its GPUs
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "CANCELLED": "cancelled",
+    "TIMEOUT": "timeout",
+    "DEADLINE": "timeout",
+    "PREEMPTED": "preempted",
+    "NODE_FAIL": "node_fail",
+    "BOOT_FAIL": "node_fail",
+}
+
+# 123, 123_4 (array task), 123_[5-9%2] (pending array tasks), 123+0 (het job component).
+_JOB_ID = re.compile(r"(?P<job>\d+)(?:_(?P<task>\d+|\[[^\[\]]+\]))?(?:\+(?P<het>\d+))?")
+_NO_TIME = frozenset({"", "unknown", "none", "n/a"})
+_NO_NODES = frozenset({"", "none assigned", "(null)", "n/a"})
+_RANGE = re.compile(r"(?P<low>\d+)(?:-(?P<high>\d+))?")
+_ELAPSED = re.compile(r"(?:(?P<days>\d+)-)?(?:(?P<hours>\d+):)?(?P<minutes>\d+):(?P<seconds>\d+)(?:\.\d+)?")
+
+
+class _BadRow(ValueError):
+    """A row that cannot become a record; the message is the rejection reason."""
+
+
+def sacct_command(since: datetime, until: datetime, *, timezone: tzinfo) -> list[str]:
+    """The sacct argv that lists the jobs of the window ``[since, until)``, with a header.
+
+    sacct reads ``-S``/``-E`` in the cluster's local time and accepts no offset, so the
+    timezone-aware bounds are converted to ``timezone`` and printed without one. ``--truncate``
+    is left out on purpose: it would clip Start/End to the window and distort job durations.
+    """
+    if since.tzinfo is None or until.tzinfo is None:
+        raise ValueError("sacct_command needs timezone-aware since/until")
+    return [
+        "sacct",
+        "--parsable2",
+        "--allusers",
+        "--allocations",
+        "-S",
+        _slurm_time_text(since, timezone),
+        "-E",
+        _slurm_time_text(until, timezone),
+        f"--format={SACCT_FORMAT}",
+    ]
+
+
+def squeue_command() -> list[str]:
+    """The squeue argv whose output ``parse_squeue`` reads: pending jobs, no header."""
+    return ["squeue", "-h", "-t", "PENDING", "-o", SQUEUE_FORMAT]
+
+
+def parse_sacct(text: str, *, timezone: tzinfo) -> ParseOutcome[JobRecord]:
+    """Turn ``sacct --parsable2`` output (header line first) into job records.
+
+    Required header fields: JobID, State, Submit. Used when present: JobName, Account, User,
+    Partition, Start, End, Elapsed, NNodes/AllocNodes, AllocTRES (ReqTRES when AllocTRES is
+    empty, as for a pending job), NodeList, ExitCode; other columns are ignored. Output of the
+    older ``--parsable`` (a ``|`` after the last field) is read too.
+    """
+    outcome = ParseOutcome[JobRecord]()
+    lines = _lines(text)
+    header_index = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if header_index is None:
+        return outcome
+    header_line = lines[header_index].lstrip("\ufeff")
+    trailing_bar = header_line.endswith("|")
+    names = [name.strip().lower() for name in _split_fields(header_line, trailing_bar)]
+    missing = [field for field in REQUIRED_SACCT_FIELDS if field not in names]
+    if missing:
+        outcome.reject(
+            "sacct header lacks required field(s) " + ", ".join(_SACCT_DISPLAY[f] for f in missing),
+            header_line,
+            header_index + 1,
+        )
+        return outcome
+    for index in range(header_index + 1, len(lines)):
+        line = lines[index]
+        line_no = index + 1
+        if not line.strip():
+            continue
+        if "\x00" in line:
+            # PostgreSQL text cannot hold NUL; such a row would fail the whole ingest later.
+            outcome.reject("row contains a NUL character", line, line_no)
+            continue
+        fields = _split_fields(line, trailing_bar)
+        if len(fields) != len(names):
+            # parsable2 does not escape "|", so a job name containing one shifts every field.
+            outcome.reject(f"expected {len(names)} fields as in the header, got {len(fields)}", line, line_no)
+            continue
+        row = dict(zip(names, fields, strict=True))
+        if "." in row["jobid"]:
+            continue  # a job step, not a job
+        try:
+            outcome.records.append(_sacct_record(row, timezone))
+        except _BadRow as error:
+            outcome.reject(str(error), line, line_no)
+    return outcome
+
+
+def parse_squeue(text: str, *, timezone: tzinfo) -> ParseOutcome[JobRecord]:
+    """Turn the output of ``squeue_command()`` into pending job records.
+
+    Each record's config holds ``pending_reason`` (``Priority``, ``Resources``, ...). A job name
+    containing ``|`` is recovered: the name is the only free-text field, so the fields around it
+    are fixed.
+    """
+    outcome = ParseOutcome[JobRecord]()
+    for index, line in enumerate(_lines(text)):
+        line_no = index + 1
+        if not line.strip():
+            continue
+        if "\x00" in line:
+            outcome.reject("row contains a NUL character", line, line_no)
+            continue
+        fields = line.split("|")
+        if index == 0 and fields[0].strip().upper() == "JOBID":
+            continue  # run without -h: a header, not a job
+        if len(fields) < SQUEUE_FIELD_COUNT:
+            outcome.reject(
+                f"expected {SQUEUE_FIELD_COUNT} fields ({SQUEUE_FORMAT}), got {len(fields)}", line, line_no
+            )
+            continue
+        # Fields after the name are fixed, so extra fields belong to the name.
+        tail = len(fields) - (SQUEUE_FIELD_COUNT - 2)
+        job_id, name = fields[0].strip(), "|".join(fields[1:tail])
+        account, user, state, submit, tres, nodes, reason = fields[tail:]
+        try:
+            record = _squeue_record(job_id, name, account, user, state, submit, tres, nodes, reason, timezone)
+        except _BadRow as error:
+            outcome.reject(str(error), line, line_no)
+            continue
+        outcome.records.append(record)
+    return outcome
+
+
+def expand_hostlist(expression: str) -> tuple[str, ...]:
+    """Expand a Slurm hostlist (``gpu-[001-004,007]``, ``node[1-3]-ib``, ``a,b``) to hostnames.
+
+    Zero padding follows the low end of each range, as in Slurm: ``[08-10]`` gives 08, 09, 10
+    and ``[8-10]`` gives 8, 9, 10. Several bracket groups in one name multiply out
+    (``r[1-2]n[1-2]`` gives r1n1, r1n2, r2n1, r2n2). ``None assigned`` and "" give no hosts.
+    Raises ``ValueError`` for a malformed expression or one of more than ``MAX_HOSTLIST_HOSTS``.
+    """
+    if expression.strip().lower() in _NO_NODES:
+        return ()
+    hosts: list[str] = []
+    for pattern in _split_top_level(expression.strip()):
+        hosts.extend(_expand_pattern(pattern, MAX_HOSTLIST_HOSTS - len(hosts)))
+    return tuple(hosts)
+
+
+def _lines(text: str) -> list[str]:
+    # Not str.splitlines(): it also splits on U+2028, U+0085 and friends, which may sit inside
+    # a non-ASCII job name; Slurm ends rows with "\n" only.
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def _split_fields(line: str, trailing_bar: bool) -> list[str]:
+    if trailing_bar and line.endswith("|"):
+        line = line[:-1]
+    return line.split("|")
+
+
+def _sacct_record(row: Mapping[str, str], timezone: tzinfo) -> JobRecord:
+    job_id = row["jobid"].strip()
+    config: dict[str, object] = _job_id_config(job_id)
+    state = _slurm_state(row["state"], "State")
+    submitted = _slurm_time(row["submit"], timezone, "Submit")
+    if submitted is None:
+        raise _BadRow(f"Submit is {row['submit']!r}, a job needs a submit time")
+    tres_column = "AllocTRES"
+    tres = row.get("alloctres", "").strip()
+    if not tres:
+        tres_column, tres = "ReqTRES", row.get("reqtres", "").strip()
+    gpu_count, gpu_model = _gpus_from_tres(tres, tres_column)
+    node_list = row.get("nodelist", "")
+    try:
+        node_names = expand_hostlist(node_list)
+    except ValueError as error:
+        raise _BadRow(f"NodeList {node_list!r}: {error}") from error
+    node_count = _node_count(row, len(node_names))
+    if partition := row.get("partition", "").strip():
+        config["partition"] = partition
+    elapsed_s = _elapsed_s(row.get("elapsed", ""))
+    if elapsed_s is not None:
+        config["elapsed_s"] = elapsed_s
+    return JobRecord(
+        source="slurm",
+        external_id=job_id,
+        account=row.get("account", "").strip(),
+        user_name=row.get("user", "").strip(),
+        name=row.get("jobname", ""),
+        state=state,
+        gpu_count=gpu_count,
+        submitted_at=submitted,
+        started_at=_slurm_time(row.get("start", ""), timezone, "Start"),
+        ended_at=_slurm_time(row.get("end", ""), timezone, "End"),
+        gpu_model=gpu_model,
+        node_count=node_count,
+        node_names=node_names,
+        config=config,
+        exit_code=row.get("exitcode", "").strip(),
+    )
+
+
+def _squeue_record(
+    job_id: str,
+    name: str,
+    account: str,
+    user: str,
+    state_text: str,
+    submit: str,
+    tres: str,
+    nodes: str,
+    reason: str,
+    timezone: tzinfo,
+) -> JobRecord:
+    config: dict[str, object] = _job_id_config(job_id)
+    state = _slurm_state(state_text, "state (%T)")
+    if state != "pending":
+        raise _BadRow(f"state (%T) is {state_text.strip()!r}; only PENDING jobs are read from squeue")
+    submitted = _slurm_time(submit, timezone, "submit time (%V)")
+    if submitted is None:
+        raise _BadRow(f"submit time (%V) is {submit!r}, a job needs a submit time")
+    per_node_gpus, gpu_model = _gpus_from_tres_per_node(tres)
+    try:
+        node_count = int(nodes.strip())
+    except ValueError:
+        raise _BadRow(f"nodes (%D) {nodes!r} is not a whole number") from None
+    config["pending_reason"] = reason.strip()
+    return JobRecord(
+        source="slurm",
+        external_id=job_id,
+        account=account.strip(),
+        user_name=user.strip(),
+        name=name,
+        state=state,
+        gpu_count=per_node_gpus * node_count,
+        submitted_at=submitted,
+        gpu_model=gpu_model,
+        node_count=node_count,
+        config=config,
+    )
+
+
+def _job_id_config(job_id: str) -> dict[str, object]:
+    """Validate a job id and describe its array or het-job parts for grouping later."""
+    match = _JOB_ID.fullmatch(job_id)
+    if match is None:
+        raise _BadRow(f"JobID {job_id!r} is not a Slurm job id (123, 123_4, 123_[5-9], 123+0)")
+    config: dict[str, object] = {}
+    if match["task"] is not None:
+        config["array_job_id"] = match["job"]
+        config["array_task"] = match["task"]
+    if match["het"] is not None:
+        config["het_job_id"] = match["job"]
+        config["het_offset"] = int(match["het"])
+    return config
+
+
+def _slurm_state(text: str, column: str) -> str:
+    # "CANCELLED by 1000" names who cancelled; a trailing "+" marks a state sacct truncated.
+    words = text.split()
+    word = words[0].rstrip("+").upper() if words else ""
+    state = SLURM_STATES.get(word)
+    if state is None:
+        raise _BadRow(f"unknown Slurm state {text.strip()!r} in {column}")
+    return state
+
+
+def _slurm_time(text: str, timezone: tzinfo, column: str) -> datetime | None:
+    value = text.strip()
+    if value.lower() in _NO_TIME:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _BadRow(f"{column} {value!r} is not a Slurm time (YYYY-MM-DDTHH:MM:SS)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone)
+    return parsed.astimezone(UTC)
+
+
+def _slurm_time_text(moment: datetime, timezone: tzinfo) -> str:
+    return moment.astimezone(timezone).replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+def _gpus_from_tres(tres: str, column: str) -> tuple[int, str]:
+    """GPU count and model from ``billing=8,cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=500G,node=1``.
+
+    Slurm usually lists the untyped total and each typed count, so the untyped total wins and
+    the typed counts are summed only when it is absent. ``gres/gpumem`` and ``gres/gpuutil``
+    are other TRES, not GPUs.
+    """
+    total: int | None = None
+    typed: dict[str, int] = {}
+    for item in tres.split(","):
+        key, _, value = item.strip().partition("=")
+        if key != "gres/gpu" and not key.startswith("gres/gpu:"):
+            continue
+        try:
+            count = int(value)
+        except ValueError:
+            raise _BadRow(f"{column} {key}={value!r} is not a whole number of GPUs") from None
+        if key == "gres/gpu":
+            total = count
+        else:
+            gpu_type = key.removeprefix("gres/gpu:")
+            typed[gpu_type] = typed.get(gpu_type, 0) + count
+    count = total if total is not None else sum(typed.values())
+    return count, ",".join(sorted(typed))
+
+
+def _gpus_from_tres_per_node(tres: str) -> tuple[int, str]:
+    """Per-node GPUs and model from squeue ``%b``: ``gres/gpu:8``, ``gres:gpu:h100:8``, ``N/A``."""
+    count = 0
+    models: set[str] = set()
+    for item in tres.split(","):
+        # Slurm 23.02+ writes "gres/gpu:8", older releases "gres:gpu:8"; a bound job may carry
+        # an index suffix such as "(IDX:0-7)".
+        spec = item.strip().split("(", 1)[0]
+        spec = spec.removeprefix("gres/").removeprefix("gres:")
+        parts = spec.replace("=", ":").split(":")
+        if parts[0] != "gpu":
+            continue
+        if len(parts) > 1 and parts[-1].isdigit():
+            count += int(parts.pop())
+        else:
+            count += 1  # "gpu" or "gpu:h100" without a count asks for one GPU
+        if len(parts) > 2:
+            raise _BadRow(f"tres_per_node (%b) {tres!r} is not a GPU request such as gres/gpu:8")
+        if len(parts) == 2:
+            models.add(parts[1])
+    return count, ",".join(sorted(models))
+
+
+def _node_count(row: Mapping[str, str], listed: int) -> int:
+    for column, key in (("NNodes", "nnodes"), ("AllocNodes", "allocnodes")):
+        value = row.get(key, "").strip()
+        if not value:
+            continue
+        # A pending job that asked for a range of nodes shows "2-4": count the minimum.
+        match = _RANGE.fullmatch(value)
+        if match is None:
+            raise _BadRow(f"{column} {value!r} is not a node count")
+        count = int(match["low"])
+        # AllocNodes is 0 for a job that never started; NNodes still shows what it asked for.
+        if count or key == "nnodes":
+            return count
+    return listed
+
+
+def _elapsed_s(text: str) -> int | None:
+    match = _ELAPSED.fullmatch(text.strip())
+    if match is None:
+        return None
+    days, hours = int(match["days"] or 0), int(match["hours"] or 0)
+    return ((days * 24 + hours) * 60 + int(match["minutes"])) * 60 + int(match["seconds"])
+
+
+def _split_top_level(expression: str) -> list[str]:
+    """Split a hostlist on the commas outside brackets."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for position, char in enumerate(expression):
+        if char == "[":
+            depth += 1
+            if depth > 1:
+                raise ValueError("nested brackets")
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError("']' without '['")
+        elif char == "," and depth == 0:
+            parts.append(expression[start:position])
+            start = position + 1
+    if depth:
+        raise ValueError("'[' without ']'")
+    parts.append(expression[start:])
+    for part in parts:
+        if not part or any(char.isspace() for char in part):
+            raise ValueError(f"bad host name {part!r}")
+    return parts
+
+
+def _expand_pattern(pattern: str, room: int) -> list[str]:
+    """Expand one host pattern such as ``rack[1-2]-gpu[01-08]`` (at most ``room`` hosts)."""
+    # re.split with a capture group alternates literal text and bracket contents.
+    pieces = re.split(r"\[([^\[\]]*)\]", pattern)
+    choices: list[list[str]] = []
+    size = 1
+    for position, piece in enumerate(pieces):
+        if position % 2 == 0:
+            choices.append([piece])
+            continue
+        numbers = _expand_ranges(piece, room)
+        size *= len(numbers)
+        if size > room:
+            raise ValueError(f"expands to more than {MAX_HOSTLIST_HOSTS} hosts")
+        choices.append(numbers)
+    return ["".join(parts) for parts in itertools.product(*choices)]
+
+
+def _expand_ranges(ranges: str, room: int) -> list[str]:
+    numbers: list[str] = []
+    for item in ranges.split(","):
+        match = _RANGE.fullmatch(item.strip())
+        if match is None:
+            raise ValueError(f"bad range {item!r}")
+        low_text = match["low"]
+        low = int(low_text)
+        high = int(match["high"]) if match["high"] is not None else low
+        if high < low:
+            raise ValueError(f"range {item!r} runs backwards")
+        if len(numbers) + high - low + 1 > room:
+            raise ValueError(f"expands to more than {MAX_HOSTLIST_HOSTS} hosts")
+        numbers.extend(str(number).zfill(len(low_text)) for number in range(low, high + 1))
+    return numbers
