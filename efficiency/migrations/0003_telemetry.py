@@ -5,215 +5,388 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('efficiency', '0002_role_groups'),
+        ("efficiency", "0002_role_groups"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='node',
-            name='in_service_from',
-            field=models.DateTimeField(blank=True, help_text='Empty: since before any data.', null=True, verbose_name='in service from'),
+            model_name="node",
+            name="in_service_from",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Empty: since before any data.",
+                null=True,
+                verbose_name="in service from",
+            ),
         ),
         migrations.AddField(
-            model_name='node',
-            name='in_service_until',
-            field=models.DateTimeField(blank=True, help_text='Set when the node is retired.', null=True, verbose_name='in service until'),
+            model_name="node",
+            name="in_service_until",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Set when the node is retired.",
+                null=True,
+                verbose_name="in service until",
+            ),
         ),
         migrations.CreateModel(
-            name='DataSource',
+            name="DataSource",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('prometheus', 'Prometheus HTTP API'), ('dcgm_scrape', 'dcgm-exporter scrape'), ('slurm', 'Slurm sacct'), ('kubernetes', 'Kubernetes jobs'), ('log_files', 'Job log files'), ('log_push', 'Log push (NDJSON)'), ('csv_import', 'CSV import')], max_length=20, verbose_name='kind')),
-                ('name', models.CharField(max_length=100, verbose_name='name')),
-                ('config', models.JSONField(blank=True, default=dict, verbose_name='configuration')),
-                ('enabled', models.BooleanField(default=True, verbose_name='enabled')),
-                ('interval_s', models.PositiveIntegerField(default=60, help_text='How often to collect, and the sample step.', verbose_name='interval (s)')),
-                ('watermark', models.DateTimeField(blank=True, null=True, verbose_name='complete up to')),
-                ('state', models.JSONField(blank=True, default=dict, verbose_name='collector state')),
-                ('running_since', models.DateTimeField(blank=True, null=True, verbose_name='running since')),
-                ('last_attempt_at', models.DateTimeField(blank=True, null=True, verbose_name='last attempt')),
-                ('last_success_at', models.DateTimeField(blank=True, null=True, verbose_name='last success')),
-                ('last_error', models.TextField(blank=True, verbose_name='last error')),
-                ('last_error_at', models.DateTimeField(blank=True, null=True, verbose_name='last error at')),
-                ('consecutive_failures', models.PositiveIntegerField(default=0, verbose_name='consecutive failures')),
-                ('created_at', models.DateTimeField(auto_now_add=True, verbose_name='created at')),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sources', to='efficiency.cluster', verbose_name='cluster')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("prometheus", "Prometheus HTTP API"),
+                            ("dcgm_scrape", "dcgm-exporter scrape"),
+                            ("slurm", "Slurm sacct"),
+                            ("kubernetes", "Kubernetes jobs"),
+                            ("log_files", "Job log files"),
+                            ("log_push", "Log push (NDJSON)"),
+                            ("csv_import", "CSV import"),
+                        ],
+                        max_length=20,
+                        verbose_name="kind",
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, verbose_name="name")),
+                ("config", models.JSONField(blank=True, default=dict, verbose_name="configuration")),
+                ("enabled", models.BooleanField(default=True, verbose_name="enabled")),
+                (
+                    "interval_s",
+                    models.PositiveIntegerField(
+                        default=60,
+                        help_text="How often to collect, and the sample step.",
+                        verbose_name="interval (s)",
+                    ),
+                ),
+                ("watermark", models.DateTimeField(blank=True, null=True, verbose_name="complete up to")),
+                ("state", models.JSONField(blank=True, default=dict, verbose_name="collector state")),
+                ("running_since", models.DateTimeField(blank=True, null=True, verbose_name="running since")),
+                ("last_attempt_at", models.DateTimeField(blank=True, null=True, verbose_name="last attempt")),
+                ("last_success_at", models.DateTimeField(blank=True, null=True, verbose_name="last success")),
+                ("last_error", models.TextField(blank=True, verbose_name="last error")),
+                ("last_error_at", models.DateTimeField(blank=True, null=True, verbose_name="last error at")),
+                (
+                    "consecutive_failures",
+                    models.PositiveIntegerField(default=0, verbose_name="consecutive failures"),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, verbose_name="created at")),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sources",
+                        to="efficiency.cluster",
+                        verbose_name="cluster",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'data source',
-                'verbose_name_plural': 'data sources',
-                'ordering': ['cluster', 'name'],
+                "verbose_name": "data source",
+                "verbose_name_plural": "data sources",
+                "ordering": ["cluster", "name"],
             },
         ),
         migrations.CreateModel(
-            name='DepartmentHour',
+            name="DepartmentHour",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hour', models.DateTimeField()),
-                ('allocated_gpu_s', models.FloatField()),
-                ('busy_gpu_s', models.FloatField()),
-                ('job_count', models.PositiveIntegerField()),
-                ('department', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='hours', to='efficiency.department')),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='efficiency.node')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("hour", models.DateTimeField()),
+                ("allocated_gpu_s", models.FloatField()),
+                ("busy_gpu_s", models.FloatField()),
+                ("job_count", models.PositiveIntegerField()),
+                (
+                    "department",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="hours",
+                        to="efficiency.department",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="efficiency.node"
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'department hour',
-                'verbose_name_plural': 'department hours',
+                "verbose_name": "department hour",
+                "verbose_name_plural": "department hours",
             },
         ),
         migrations.CreateModel(
-            name='GpuSample',
+            name="GpuSample",
             fields=[
-                ('pk', models.CompositePrimaryKey('node', 'gpu_index', 'ts', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('gpu_index', models.PositiveSmallIntegerField()),
-                ('ts', models.DateTimeField()),
-                ('interval_s', models.PositiveIntegerField()),
-                ('util_pct', models.FloatField(null=True)),
-                ('gr_engine_active_pct', models.FloatField(null=True)),
-                ('sm_active_pct', models.FloatField(null=True)),
-                ('fb_used_mib', models.FloatField(null=True)),
-                ('power_w', models.FloatField(null=True)),
-                ('temp_c', models.FloatField(null=True)),
-                ('xid_last', models.PositiveIntegerField(null=True)),
-                ('node', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='efficiency.node')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "node",
+                        "gpu_index",
+                        "ts",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("gpu_index", models.PositiveSmallIntegerField()),
+                ("ts", models.DateTimeField()),
+                ("interval_s", models.PositiveIntegerField()),
+                ("util_pct", models.FloatField(null=True)),
+                ("gr_engine_active_pct", models.FloatField(null=True)),
+                ("sm_active_pct", models.FloatField(null=True)),
+                ("fb_used_mib", models.FloatField(null=True)),
+                ("power_w", models.FloatField(null=True)),
+                ("temp_c", models.FloatField(null=True)),
+                ("xid_last", models.PositiveIntegerField(null=True)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="efficiency.node",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'GPU sample',
-                'verbose_name_plural': 'GPU samples',
+                "verbose_name": "GPU sample",
+                "verbose_name_plural": "GPU samples",
             },
         ),
         migrations.CreateModel(
-            name='LogChunk',
+            name="LogChunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('stream', models.CharField(max_length=500)),
-                ('file_id', models.CharField(max_length=100)),
-                ('start_offset', models.BigIntegerField()),
-                ('end_offset', models.BigIntegerField()),
-                ('job_external_id', models.CharField(blank=True, max_length=200)),
-                ('node', models.CharField(blank=True, max_length=255)),
-                ('rank', models.IntegerField(blank=True, null=True)),
-                ('line_count', models.PositiveIntegerField()),
-                ('text', models.TextField()),
-                ('received_at', models.DateTimeField()),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='log_chunks', to='efficiency.job')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_chunks', to='efficiency.datasource')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("stream", models.CharField(max_length=500)),
+                ("file_id", models.CharField(max_length=100)),
+                ("start_offset", models.BigIntegerField()),
+                ("end_offset", models.BigIntegerField()),
+                ("job_external_id", models.CharField(blank=True, max_length=200)),
+                ("node", models.CharField(blank=True, max_length=255)),
+                ("rank", models.IntegerField(blank=True, null=True)),
+                ("line_count", models.PositiveIntegerField()),
+                ("text", models.TextField()),
+                ("received_at", models.DateTimeField()),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="log_chunks",
+                        to="efficiency.job",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="log_chunks",
+                        to="efficiency.datasource",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'log chunk',
-                'verbose_name_plural': 'log chunks',
-                'ordering': ['stream', 'file_id', 'start_offset'],
+                "verbose_name": "log chunk",
+                "verbose_name_plural": "log chunks",
+                "ordering": ["stream", "file_id", "start_offset"],
             },
         ),
         migrations.CreateModel(
-            name='NodeHour',
+            name="NodeHour",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hour', models.DateTimeField()),
-                ('gpu_count', models.PositiveSmallIntegerField()),
-                ('available_gpu_s', models.FloatField()),
-                ('allocated_gpu_s', models.FloatField()),
-                ('sampled_gpu_s', models.FloatField()),
-                ('busy_gpu_s', models.FloatField()),
-                ('gpu_util_busy_gpu_s', models.FloatField()),
-                ('sm_active_busy_gpu_s', models.FloatField()),
-                ('fb_used_mib_avg', models.FloatField(null=True)),
-                ('power_w_avg', models.FloatField(null=True)),
-                ('temp_c_max', models.FloatField(null=True)),
-                ('sample_count', models.PositiveIntegerField()),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='efficiency.cluster')),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='hours', to='efficiency.node')),
-                ('owner_department', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='efficiency.department')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("hour", models.DateTimeField()),
+                ("gpu_count", models.PositiveSmallIntegerField()),
+                ("available_gpu_s", models.FloatField()),
+                ("allocated_gpu_s", models.FloatField()),
+                ("sampled_gpu_s", models.FloatField()),
+                ("busy_gpu_s", models.FloatField()),
+                ("gpu_util_busy_gpu_s", models.FloatField()),
+                ("sm_active_busy_gpu_s", models.FloatField()),
+                ("fb_used_mib_avg", models.FloatField(null=True)),
+                ("power_w_avg", models.FloatField(null=True)),
+                ("temp_c_max", models.FloatField(null=True)),
+                ("sample_count", models.PositiveIntegerField()),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="efficiency.cluster"
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="hours",
+                        to="efficiency.node",
+                    ),
+                ),
+                (
+                    "owner_department",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="efficiency.department",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'node hour',
-                'verbose_name_plural': 'node hours',
+                "verbose_name": "node hour",
+                "verbose_name_plural": "node hours",
             },
         ),
         migrations.CreateModel(
-            name='RollupDirtyHour',
+            name="RollupDirtyHour",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hour', models.DateTimeField()),
-                ('marked_at', models.DateTimeField()),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='efficiency.cluster')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("hour", models.DateTimeField()),
+                ("marked_at", models.DateTimeField()),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="efficiency.cluster"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='SourceRun',
+            name="SourceRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('started_at', models.DateTimeField(verbose_name='started at')),
-                ('finished_at', models.DateTimeField(blank=True, null=True, verbose_name='finished at')),
-                ('status', models.CharField(choices=[('running', 'Running'), ('ok', 'OK'), ('partial', 'Partly rejected'), ('failed', 'Failed')], default='running', max_length=10, verbose_name='status')),
-                ('window_start', models.DateTimeField(blank=True, null=True, verbose_name='window start')),
-                ('window_end', models.DateTimeField(blank=True, null=True, verbose_name='window end')),
-                ('received', models.PositiveIntegerField(default=0, verbose_name='received')),
-                ('stored', models.PositiveIntegerField(default=0, verbose_name='stored')),
-                ('duplicates', models.PositiveIntegerField(default=0, verbose_name='duplicates')),
-                ('rejected', models.PositiveIntegerField(default=0, verbose_name='rejected')),
-                ('message', models.TextField(blank=True, verbose_name='message')),
-                ('rejects', models.JSONField(blank=True, default=list, verbose_name='rejected input (first ones)')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='efficiency.datasource', verbose_name='source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("started_at", models.DateTimeField(verbose_name="started at")),
+                ("finished_at", models.DateTimeField(blank=True, null=True, verbose_name="finished at")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("running", "Running"),
+                            ("ok", "OK"),
+                            ("partial", "Partly rejected"),
+                            ("failed", "Failed"),
+                        ],
+                        default="running",
+                        max_length=10,
+                        verbose_name="status",
+                    ),
+                ),
+                ("window_start", models.DateTimeField(blank=True, null=True, verbose_name="window start")),
+                ("window_end", models.DateTimeField(blank=True, null=True, verbose_name="window end")),
+                ("received", models.PositiveIntegerField(default=0, verbose_name="received")),
+                ("stored", models.PositiveIntegerField(default=0, verbose_name="stored")),
+                ("duplicates", models.PositiveIntegerField(default=0, verbose_name="duplicates")),
+                ("rejected", models.PositiveIntegerField(default=0, verbose_name="rejected")),
+                ("message", models.TextField(blank=True, verbose_name="message")),
+                (
+                    "rejects",
+                    models.JSONField(blank=True, default=list, verbose_name="rejected input (first ones)"),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="efficiency.datasource",
+                        verbose_name="source",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'source run',
-                'verbose_name_plural': 'source runs',
-                'ordering': ['-started_at'],
+                "verbose_name": "source run",
+                "verbose_name_plural": "source runs",
+                "ordering": ["-started_at"],
             },
         ),
         migrations.AddConstraint(
-            model_name='datasource',
-            constraint=models.UniqueConstraint(fields=('cluster', 'name'), name='source_unique_name'),
+            model_name="datasource",
+            constraint=models.UniqueConstraint(fields=("cluster", "name"), name="source_unique_name"),
         ),
         migrations.AddIndex(
-            model_name='departmenthour',
-            index=models.Index(fields=['department', 'hour'], name='efficiency__departm_98dc5c_idx'),
+            model_name="departmenthour",
+            index=models.Index(fields=["department", "hour"], name="efficiency__departm_98dc5c_idx"),
         ),
         migrations.AddIndex(
-            model_name='departmenthour',
-            index=models.Index(fields=['hour'], name='efficiency__hour_db80ef_idx'),
+            model_name="departmenthour",
+            index=models.Index(fields=["hour"], name="efficiency__hour_db80ef_idx"),
         ),
         migrations.AddConstraint(
-            model_name='departmenthour',
-            constraint=models.UniqueConstraint(fields=('node', 'hour', 'department'), name='departmenthour_unique'),
+            model_name="departmenthour",
+            constraint=models.UniqueConstraint(
+                fields=("node", "hour", "department"), name="departmenthour_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='gpusample',
-            index=models.Index(fields=['ts'], name='gpusample_ts'),
+            model_name="gpusample",
+            index=models.Index(fields=["ts"], name="gpusample_ts"),
         ),
         migrations.AddIndex(
-            model_name='logchunk',
-            index=models.Index(fields=['job', 'rank'], name='efficiency__job_id_e4e0d0_idx'),
+            model_name="logchunk",
+            index=models.Index(fields=["job", "rank"], name="efficiency__job_id_e4e0d0_idx"),
         ),
         migrations.AddIndex(
-            model_name='logchunk',
-            index=models.Index(fields=['received_at'], name='efficiency__receive_7850c3_idx'),
+            model_name="logchunk",
+            index=models.Index(fields=["received_at"], name="efficiency__receive_7850c3_idx"),
         ),
         migrations.AddConstraint(
-            model_name='logchunk',
-            constraint=models.UniqueConstraint(fields=('source', 'stream', 'file_id', 'start_offset'), name='logchunk_unique_offset'),
+            model_name="logchunk",
+            constraint=models.UniqueConstraint(
+                fields=("source", "stream", "file_id", "start_offset"), name="logchunk_unique_offset"
+            ),
         ),
         migrations.AddIndex(
-            model_name='nodehour',
-            index=models.Index(fields=['hour'], name='efficiency__hour_c8d6ab_idx'),
+            model_name="nodehour",
+            index=models.Index(fields=["hour"], name="efficiency__hour_c8d6ab_idx"),
         ),
         migrations.AddIndex(
-            model_name='nodehour',
-            index=models.Index(fields=['owner_department', 'hour'], name='efficiency__owner_d_89fac2_idx'),
+            model_name="nodehour",
+            index=models.Index(fields=["owner_department", "hour"], name="efficiency__owner_d_89fac2_idx"),
         ),
         migrations.AddConstraint(
-            model_name='nodehour',
-            constraint=models.UniqueConstraint(fields=('node', 'hour'), name='nodehour_unique'),
+            model_name="nodehour",
+            constraint=models.UniqueConstraint(fields=("node", "hour"), name="nodehour_unique"),
         ),
         migrations.AddConstraint(
-            model_name='rollupdirtyhour',
-            constraint=models.UniqueConstraint(fields=('cluster', 'hour'), name='dirtyhour_unique'),
+            model_name="rollupdirtyhour",
+            constraint=models.UniqueConstraint(fields=("cluster", "hour"), name="dirtyhour_unique"),
         ),
         migrations.AddIndex(
-            model_name='sourcerun',
-            index=models.Index(fields=['source', '-started_at'], name='efficiency__source__f35b99_idx'),
+            model_name="sourcerun",
+            index=models.Index(fields=["source", "-started_at"], name="efficiency__source__f35b99_idx"),
         ),
     ]
