@@ -1,0 +1,80 @@
+"""One ingest path end to end through a real Celery worker process and the real database.
+
+The test writes a job log, the worker (a separate process, as in production) runs
+``collect_source_task``, and the chunks it stored are read back here. PostgreSQL only: an
+in-memory SQLite test database cannot be shared with another process.
+"""
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from efficiency.choices import RunStatus, SourceKind
+from efficiency.models import DataSource, LogChunk
+from tests.factories import ClusterFactory
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.broker
+
+
+def _database_url() -> str:
+    settings = connection.settings_dict
+    user = settings["USER"] or "postgres"
+    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
+    host = f"{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
+    return f"postgres://{user}{password}@{host}/{settings['NAME']}"
+
+
+def test_a_worker_process_collects_a_log_directory_into_the_database(transactional_db, tmp_path):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: the worker process must see the test database")
+    logs = tmp_path / "logs" / "9001"
+    logs.mkdir(parents=True)
+    (logs / "rank-3.log").write_text(
+        "NCCL INFO NET/Socket : Using [0]eth0:10.0.0.7<0>\niteration 10 | lm loss: 1.5\n"
+    )
+    source = DataSource.objects.create(
+        cluster=ClusterFactory(slug="worker"),
+        kind=SourceKind.LOG_FILES,
+        name="logs",
+        config={"root": str(tmp_path / "logs")},
+    )
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if not broker.startswith("redis://"):
+        broker = "filesystem://"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PORTAL_"))}
+    env.update(
+        DATABASE_URL=_database_url(),
+        CELERY_BROKER_URL=broker,
+        PORTAL_VAR_DIR=str(tmp_path / "var"),
+        DJANGO_SETTINGS_MODULE="portal.settings",
+    )
+    queue = f"ingest-{uuid.uuid4().hex[:8]}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--queues", queue,
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        client = subprocess.run(
+            [sys.executable, "-c",
+             "import django; django.setup(); from efficiency.tasks import collect_source_task; "
+             f"print(collect_source_task.apply_async(args=[{source.pk}], queue={queue!r}).get(timeout=60))"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert client.returncode == 0, client.stderr
+        assert "'status': 'ok'" in client.stdout
+    finally:
+        worker.terminate()
+        worker.wait(timeout=20)
+    chunk = LogChunk.objects.get()
+    assert (chunk.job_external_id, chunk.rank, chunk.line_count) == ("9001", 3, 2)
+    assert "NET/Socket" in chunk.text
+    source.refresh_from_db()
+    assert source.runs.get().status == RunStatus.OK
+    assert "9001/rank-3.log" in source.state["cursors"]
