@@ -39,7 +39,7 @@ format: $(VENV)/.dev
 
 ## messages: refresh the zh-Hans catalog (needs GNU gettext) and compile it
 messages: $(VENV)/.dev
-	$(PY) manage.py makemessages -l zh_Hans --no-location --no-obsolete -i ".venv/*" -i "var/*"
+	$(PY) manage.py makemessages -l zh_Hans --no-location --no-obsolete -i ".venv/*" -i "var/*" -i "tests/*" -i "bench/*"
 	$(PY) manage.py compilemessages -l zh_Hans -i ".venv" -i "var"
 
 check-deploy: $(VENV)/.runtime
