@@ -280,3 +280,5 @@ LOGGING = {
 }
 # Raw GPU samples older than this are dropped (rollups keep the history).
 PORTAL_RAW_RETENTION_DAYS = env_int("PORTAL_RAW_RETENTION_DAYS", 35)
+# The demo's simulated dcgm-exporter (manage.py simulate serve) listens here.
+PORTAL_SIMULATOR_PORT = env_int("PORTAL_SIMULATOR_PORT", 9400)

@@ -1,8 +1,9 @@
 """The README's run command, as a new user runs it: embedded default, nothing but Python.
 
-Starts ``manage.py runportal --demo`` (migrate, demo organisation, gunicorn, Celery worker and
-beat on the file-system broker and SQLite) in a scratch folder, then waits for /healthz to
-report a live worker and signs in as a demo user over HTTP.
+Starts ``manage.py runportal --demo`` (migrate, demo organisation, a day of simulated history,
+gunicorn, Celery worker and beat on the file-system broker and SQLite, the simulated cluster) in
+a scratch folder, waits for /healthz to report a live worker, signs in as a demo user over HTTP,
+and waits until the worker has collected live data from every demo source.
 """
 
 import http.cookiejar
@@ -10,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -43,11 +45,30 @@ def _wait_for_health(base: str, deadline: float) -> dict:
     raise AssertionError(f"portal never became healthy; last /healthz: {last}")
 
 
+def _wait_for_live_collection(database: Path, deadline: float) -> None:
+    """Every demo source has stored data from the live simulator through the worker."""
+    query = (
+        "SELECT s.name, MAX(r.stored) FROM efficiency_datasource s "
+        "JOIN efficiency_sourcerun r ON r.source_id = s.id "
+        "WHERE r.status IN ('ok', 'partial') GROUP BY s.name"
+    )
+    stored = {}
+    while time.monotonic() < deadline:
+        with sqlite3.connect(database, timeout=10) as connection:
+            stored = dict(connection.execute(query).fetchall())
+        if all(stored.get(name, 0) > 0 for name in ("dcgm-exporter", "slurm", "job-logs")):
+            return
+        time.sleep(2)
+    raise AssertionError(f"live collection did not store data from every source: {stored}")
+
+
 def test_run_command_brings_up_web_worker_and_beat_with_the_demo(tmp_path):
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PORTAL_", "DATABASE_URL"))}
     env["PORTAL_VAR_DIR"] = str(tmp_path / "var")
+    env["PORTAL_DEMO_DAYS"] = "1"
+    env["PORTAL_SIMULATOR_PORT"] = str(_free_port())
     log = (tmp_path / "portal.log").open("w")
     portal = subprocess.Popen(
         [
@@ -84,6 +105,7 @@ def test_run_command_brings_up_web_worker_and_beat_with_the_demo(tmp_path):
         assert response.url == f"{base}/"
         assert "Vehicle vision" in body
         assert "Radar perception" not in body
+        _wait_for_live_collection(tmp_path / "var" / "portal.sqlite3", time.monotonic() + 150)
     finally:
         os.killpg(portal.pid, signal.SIGTERM)
         try:

@@ -19,9 +19,15 @@ logger = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def make_handler(simulator: ClusterSimulator) -> type[BaseHTTPRequestHandler]:
-    """A request handler class bound to ``simulator`` (one lock: the simulator is not thread-safe)."""
-    lock = threading.Lock()
+def make_handler(
+    simulator: ClusterSimulator, lock: "threading.Lock | None" = None
+) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to ``simulator``.
+
+    The simulator is not thread-safe: every use goes through ``lock`` (pass the one that other
+    users of the same simulator hold, e.g. the demo's live log writer).
+    """
+    lock = lock or threading.Lock()
     known = set(simulator.hostnames())
 
     class MetricsHandler(BaseHTTPRequestHandler):
@@ -54,10 +60,14 @@ def make_handler(simulator: ClusterSimulator) -> type[BaseHTTPRequestHandler]:
 
 
 def make_server(
-    simulator: ClusterSimulator, host: str = "127.0.0.1", port: int = 9400
+    simulator: ClusterSimulator,
+    host: str = "127.0.0.1",
+    port: int = 9400,
+    *,
+    lock: "threading.Lock | None" = None,
 ) -> ThreadingHTTPServer:
     """A ready, not yet serving, HTTP server (port 0 picks a free port: see ``server_address``)."""
-    return ThreadingHTTPServer((host, port), make_handler(simulator))
+    return ThreadingHTTPServer((host, port), make_handler(simulator, lock))
 
 
 def serve(simulator: ClusterSimulator, host: str = "127.0.0.1", port: int = 9400) -> None:

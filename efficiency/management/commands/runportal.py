@@ -14,18 +14,26 @@ from efficiency.management.commands.demo_setup import DEFAULT_DEMO_PASSWORD
 class Command(BaseCommand):
     help = (
         "Run the whole portal on this machine: web server (gunicorn), Celery worker and beat. "
-        "With --demo, migrate and create the demo organisation first."
+        "With --demo, migrate, create the demo organisation, backfill weeks of simulated history "
+        "(first run only) and run the simulated cluster that the collectors read live."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--demo", action="store_true", help="Migrate and set up the demo first.")
         parser.add_argument("--bind", default=os.environ.get("PORTAL_BIND", "127.0.0.1:8000"))
         parser.add_argument("--web-workers", type=int, default=2)
+        parser.add_argument(
+            "--demo-days",
+            type=int,
+            default=int(os.environ.get("PORTAL_DEMO_DAYS", "21")),
+            help="Days of simulated history for a new demo.",
+        )
 
-    def handle(self, *args, demo: bool, bind: str, web_workers: int, **options):
+    def handle(self, *args, demo: bool, bind: str, web_workers: int, demo_days: int, **options):
         if demo:
             call_command("migrate", interactive=False, verbosity=0)
             call_command("demo_setup", password=DEFAULT_DEMO_PASSWORD)
+            call_command("simulate", "backfill", days=demo_days)
         python = sys.executable
         commands = {
             "worker": [
@@ -67,6 +75,8 @@ class Command(BaseCommand):
                 "-",
             ],
         }
+        if demo:
+            commands["simulator"] = [python, "manage.py", "simulate", "serve"]
         processes = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR) for name, cmd in commands.items()}
         self.stdout.write(self.style.SUCCESS(f"Portal running on http://{bind}/  (Ctrl-C stops it)"))
 

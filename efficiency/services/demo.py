@@ -1,0 +1,142 @@
+"""The demo's data: weeks of simulated history, then live data, through the production collectors.
+
+The simulator writes what real systems write (dcgm-exporter text, ``sacct`` output, job and
+kernel logs); the history goes through the same parse → map → ingest path as a live scrape,
+and live data is collected by ordinary data sources pointed at the simulator.
+"""
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from efficiency.choices import JobSource, SourceKind
+from efficiency.collectors.dcgm import gpu_readings_from_samples
+from efficiency.collectors.exposition import parse_exposition
+from efficiency.collectors.slurm import parse_sacct
+from efficiency.models import Cluster, DataSource, RollupDirtyHour
+from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
+from efficiency.services.rollups import rollups_refresh
+from efficiency.simulator.model import ClusterSimulator
+from efficiency.simulator.scenario import reference_nodes
+
+logger = logging.getLogger(__name__)
+
+LOG_DAYS = 2  # job logs are bulky: the demo keeps the last two days of them
+SACCT_WINDOW = timedelta(days=2)
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "simulator.json"
+
+    @property
+    def sacct(self) -> Path:
+        return self.root / "sacct.txt"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+
+def demo_paths() -> DemoPaths:
+    return DemoPaths(Path(settings.VAR_DIR) / "sim")
+
+
+def demo_simulator(*, days: int = 21, seed: int = 7, now: datetime | None = None) -> ClusterSimulator:
+    """The demo's simulator; its seed and start are kept in var/sim so every process agrees."""
+    paths = demo_paths()
+    paths.root.mkdir(parents=True, exist_ok=True)
+    if paths.state.exists():
+        state = json.loads(paths.state.read_text())
+    else:
+        now = now or timezone.now()
+        start = (now - timedelta(days=days)).replace(hour=0, minute=0, second=0, microsecond=0)
+        state = {"seed": seed, "start": start.isoformat()}
+        paths.state.write_text(json.dumps(state))
+    return ClusterSimulator(
+        reference_nodes(), seed=state["seed"], start=datetime.fromisoformat(state["start"])
+    )
+
+
+def demo_sources_ensure(*, cluster: Cluster) -> list[DataSource]:
+    """Data sources that collect the simulator's live output, like a real deployment would."""
+    paths = demo_paths()
+    specs = [
+        (
+            "dcgm-exporter",
+            SourceKind.DCGM_SCRAPE,
+            {"urls": [f"http://127.0.0.1:{settings.PORTAL_SIMULATOR_PORT}/metrics"]},
+        ),
+        ("slurm", SourceKind.SLURM, {"path": str(paths.sacct), "timezone": "UTC"}),
+        ("job-logs", SourceKind.LOG_FILES, {"root": str(paths.logs)}),
+    ]
+    sources = []
+    for name, kind, config in specs:
+        source, _ = DataSource.objects.get_or_create(
+            cluster=cluster, name=name, defaults={"kind": kind, "config": config, "interval_s": 60}
+        )
+        sources.append(source)
+    return sources
+
+
+def demo_history_backfill(
+    *, sim: ClusterSimulator, cluster: Cluster, until: datetime, step: timedelta = timedelta(minutes=10)
+) -> dict[str, int]:
+    """Feed the simulator's history up to ``until`` through the production parse/ingest path."""
+    start = sim.start
+    counts = {"pages": 0, "samples": 0, "jobs": 0}
+    at = start
+    while at < until:
+        parsed = parse_exposition(sim.exposition(at))
+        readings = gpu_readings_from_samples(parsed.records, scrape_time_ms=int(at.timestamp() * 1000))
+        result = gpu_readings_ingest(
+            cluster=cluster, readings=readings.records, interval_s=int(step.total_seconds()), now=until
+        )
+        counts["pages"] += 1
+        counts["samples"] += result.stored
+        at += step
+        if counts["pages"] % 288 == 0:
+            logger.info("demo backfill: %s of history done", at - start)
+    jobs = parse_sacct(sim.sacct_text(start, until, timezone=UTC), timezone=UTC)
+    counts["jobs"] = jobs_ingest(
+        cluster=cluster, source=JobSource.SLURM, records=jobs.records, now=until
+    ).stored
+    _logs_write(sim, since=max(start, until - timedelta(days=LOG_DAYS)), until=until)
+    # Jobs that were already running at the start mark earlier hours, which have no samples:
+    # the demo's portal started collecting at ``start``, so it has no rollups before it.
+    RollupDirtyHour.objects.filter(cluster=cluster, hour__lt=start).delete()
+    while rollups_refresh(now=until):
+        pass
+    return counts
+
+
+def _logs_write(sim: ClusterSimulator, *, since: datetime, until: datetime) -> None:
+    """Append log lines of [since, until) and remember how far the logs go (no gap, no repeat)."""
+    paths = demo_paths()
+    sim.write_job_logs(paths.logs, since, until)
+    sim.write_kernel_logs(paths.logs, since, until)
+    state = json.loads(paths.state.read_text())
+    state["logs_until"] = until.isoformat()
+    paths.state.write_text(json.dumps(state))
+
+
+def demo_live_tick(*, sim: ClusterSimulator, now: datetime) -> None:
+    """Write what the cluster produced up to ``now``: current scheduler output and new log lines."""
+    paths = demo_paths()
+    text = sim.sacct_text(now - SACCT_WINDOW, now, timezone=UTC)
+    partial = paths.sacct.with_suffix(".tmp")
+    partial.write_text(text)
+    partial.replace(paths.sacct)  # atomic: the collector never reads half a file
+    state = json.loads(paths.state.read_text())
+    since = datetime.fromisoformat(state.get("logs_until", now.isoformat()))
+    if now > since:
+        _logs_write(sim, since=since, until=now)
