@@ -130,12 +130,42 @@ def run(node_count: int, scrapes: int) -> None:
                 copy.write(data)
     copy_s = time.perf_counter() - started
 
+    # A per-sample store (one row per exposition line) is what the wide row saves us from:
+    # COPY the same samples one row each into a narrow table, for perspective.
+    narrow = []
+    for records in readings_all:
+        buffer = io.StringIO()
+        for r in records:
+            ts = datetime.fromtimestamp(r.timestamp_ms / 1000, tz=UTC).isoformat()
+            node_id = node_ids[r.hostname]
+            for metric, value in (
+                ("util", r.util_pct), ("gr", r.gr_engine_active_pct), ("sm", r.sm_active_pct),
+                ("fb", r.fb_used_mib), ("power", r.power_w), ("temp", r.temp_c), ("xid", r.xid_last),
+                ("clock", 1980.0),
+            ):  # fmt: skip
+                buffer.write(f"{ts}\t{node_id}\t{r.gpu_index}\t{metric}\t{value}\n")
+        narrow.append(buffer.getvalue())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMP TABLE narrow_sample (ts timestamptz, node_id bigint, gpu smallint, "
+            "metric text, value double precision)"
+        )
+        started = time.perf_counter()
+        for data in narrow:
+            with cursor.copy("COPY narrow_sample FROM STDIN") as copy:
+                copy.write(data)
+        narrow_s = time.perf_counter() - started
+
     portal_rate = lines / portal_s
     copy_rate = lines / copy_s
+    narrow_rate = lines / narrow_s
     print(f"{node_count} nodes x 8 GPUs, {scrapes} scrapes: {lines:,} samples, {stored:,} GPU rows stored")
     print(f"portal ingest (parse -> map -> COPY+upsert): {portal_rate:>12,.0f} samples/s  ({portal_s:.2f} s)")
     print(f"raw COPY of the same rows:                   {copy_rate:>12,.0f} samples/s  ({copy_s:.2f} s)")
-    print(f"ratio portal / raw COPY: {portal_rate / copy_rate:.2f}   (target >= 0.30; >= 200,000 samples/s)")
+    print(f"raw COPY, one row per sample (narrow):      {narrow_rate:>12,.0f} samples/s  ({narrow_s:.2f} s)")
+    print(f"ratio portal / raw COPY of the same rows: {portal_rate / copy_rate:.2f}   (target >= 0.30)")
+    print(f"ratio portal / raw COPY one row per sample: {portal_rate / narrow_rate:.2f}")
+    print(f"portal samples/s against the 200,000 target: {portal_rate / 200_000:.2f}x")
 
 
 if __name__ == "__main__":

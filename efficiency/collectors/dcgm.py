@@ -38,6 +38,7 @@ _GAUGES: dict[str, tuple[str, float, bool]] = {
 XID_LAST_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 _MAPPED = frozenset(_GAUGES) | {XID_LAST_METRIC, XID_COUNT_METRIC}
+_UNSEEN = object()
 
 
 def is_dcgm_blank(value: float) -> bool:
@@ -111,45 +112,40 @@ def gpu_readings_from_samples(
     canonical_names: dict[str, str | None] = {}
     by_labels: dict[int, tuple[Mapping[str, str], _Draft]] = {}
 
+    # The hot loop of every scrape: locals and tuple unpacking rather than attribute lookups.
+    gauges = _GAUGES
+    blank = DCGM_INT32_BLANK
     for sample in samples:
-        if sample.name not in canonical_names:
-            upper = sample.name.upper()
-            canonical_names[sample.name] = upper if upper in _MAPPED else None
-        metric = canonical_names[sample.name]
+        name, labels, value, timestamp_ms = sample
+        metric = canonical_names.get(name, _UNSEEN)
+        if metric is _UNSEEN:
+            upper = name.upper()
+            metric = canonical_names[name] = upper if upper in _MAPPED else None
         if metric is None:
             continue
 
         # The parser shares one label mapping per distinct label text, so every metric of a
         # GPU arrives with the same object: look its draft up by identity first. The object
         # is kept in the cache too, so its id cannot be reused while we hold it.
-        cached = by_labels.get(id(sample.labels))
-        if cached is not None and cached[0] is sample.labels:
+        cached = by_labels.get(id(labels))
+        if cached is not None and cached[0] is labels:
             draft = cached[1]
         else:
             draft = _draft_for(sample, drafts, default_hostname, outcome)
             if draft is None:
                 continue
-            by_labels[id(sample.labels)] = (sample.labels, draft)
-        if sample.timestamp_ms is not None and (
-            draft.timestamp_ms is None or sample.timestamp_ms > draft.timestamp_ms
-        ):
-            draft.timestamp_ms = sample.timestamp_ms
+            by_labels[id(labels)] = (labels, draft)
+        if timestamp_ms is not None and (draft.timestamp_ms is None or timestamp_ms > draft.timestamp_ms):
+            draft.timestamp_ms = timestamp_ms
 
-        value = sample.value
         # Fast path for the common case, an ordinary non-negative number (NaN fails it too).
-        if not 0.0 <= value < DCGM_INT32_BLANK:
+        if not 0.0 <= value < blank:
             value = _usable_value(sample, outcome)
             if value is None:
                 continue
-        if metric == XID_COUNT_METRIC:
-            _add_xid_count(draft, sample, value, outcome)
-        elif metric == XID_LAST_METRIC:
-            if not value.is_integer():
-                outcome.reject("Xid code is not an integer", _render(sample))
-            elif draft.xid_last is None:
-                draft.xid_last = int(value)
-        else:
-            attribute, factor, is_percent = _GAUGES[metric]
+        gauge = gauges.get(metric)
+        if gauge is not None:
+            attribute, factor, is_percent = gauge
             scaled = value * factor
             if is_percent and scaled > 100:
                 outcome.reject("percentage above 100", _render(sample))
@@ -157,6 +153,12 @@ def gpu_readings_from_samples(
                 # A GPU shared by several pods can be listed once per pod with the same values;
                 # the first one stands.
                 draft.values[attribute] = scaled
+        elif metric == XID_COUNT_METRIC:
+            _add_xid_count(draft, sample, value, outcome)
+        elif not value.is_integer():
+            outcome.reject("Xid code is not an integer", _render(sample))
+        elif draft.xid_last is None:
+            draft.xid_last = int(value)
 
     outcome.records.extend(draft.reading(scrape_time_ms) for draft in drafts.values())
     return outcome

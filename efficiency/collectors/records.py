@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -38,9 +38,12 @@ class ParseOutcome(Generic[T]):
         self.rejected.append(Rejected(reason=reason, excerpt=excerpt(raw), line_no=line_no))
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One sample of Prometheus text exposition: ``name{labels} value [timestamp_ms]``."""
+class Sample(NamedTuple):
+    """One sample of Prometheus text exposition: ``name{labels} value [timestamp_ms]``.
+
+    A named tuple rather than a frozen dataclass: a dcgm page has hundreds of thousands of
+    samples, and building a tuple costs a fraction of a frozen dataclass's ``__init__``.
+    """
 
     name: str
     labels: Mapping[str, str]
@@ -95,9 +98,12 @@ class LogChunk:
     rank: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GpuReading:
     """One GPU's metrics at one instant: the wide row the raw store keeps.
+
+    Not frozen on purpose: a scrape builds one per GPU, and a frozen dataclass's ``__init__``
+    (one ``object.__setattr__`` per field) was a measurable share of the ingest time.
 
     Units are the portal's, not DCGM's: the profiling ratios (``DCGM_FI_PROF_*``, 0-1) are
     turned into percent like ``DCGM_FI_DEV_GPU_UTIL`` (0-100). ``None`` means "not reported"

@@ -133,7 +133,8 @@ def gpu_readings_ingest(
     stored = gpu_samples_write(rows, interval_s=interval_s)
     result.stored += stored
     result.duplicates += len(rows) - stored
-    hours = {_hour(datetime.fromtimestamp(ts_ms / 1000, tz=UTC)) for _, _, ts_ms, _ in rows}
+    instants = {ts_ms for _, _, ts_ms, _ in rows}  # a scrape has one instant for all its rows
+    hours = {_hour(datetime.fromtimestamp(ts_ms / 1000, tz=UTC)) for ts_ms in instants}
     if hours:
         dirty_hours_mark(cluster=cluster, hours=hours, now=now)
     return result
@@ -171,7 +172,7 @@ def _samples_copy(rows, interval_s: int) -> int:
         ts = ts_cache.get(ts_ms)
         if ts is None:
             ts = ts_cache[ts_ms] = datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat()
-        cells = "\t".join("\\N" if value is None else repr(value) for value in values)
+        cells = "\t".join(["\\N" if value is None else repr(value) for value in values])
         text.write(f"{node_id}\t{gpu_index}\t{ts}\t{interval_s}\t{cells}\n")
     columns = ", ".join(SAMPLE_COLUMNS)
     with transaction.atomic(), connection.cursor() as cursor:
