@@ -6,7 +6,7 @@
 Creates a throw-away test database, an inventory of GPUS/8 nodes, and exposition text in the
 shape dcgm-exporter serves (8 metrics per GPU). Then, in one process, times:
 
-  portal : parse_exposition -> gpu_readings_from_samples -> gpu_readings_ingest (COPY + upsert)
+  portal : gpu_readings_from_exposition (parse + map) -> gpu_readings_ingest (COPY + upsert)
   COPY   : the same wide rows COPYed straight into the same table (no parsing, no dedupe)
 
 and prints samples/s (one sample = one exposition line) for both and their ratio.
@@ -75,8 +75,7 @@ def main() -> None:
 
 
 def run(node_count: int, scrapes: int) -> None:
-    from efficiency.collectors.dcgm import gpu_readings_from_samples
-    from efficiency.collectors.exposition import parse_exposition
+    from efficiency.collectors.dcgm import gpu_readings_from_exposition
     from efficiency.models import Cluster, GpuSample, Node
     from efficiency.services.ingest import SAMPLE_COLUMNS, gpu_readings_ingest
 
@@ -95,8 +94,7 @@ def run(node_count: int, scrapes: int) -> None:
     stored = 0
     readings_all = []
     for text, at in zip(texts, times, strict=True):
-        parsed = parse_exposition(text)
-        readings = gpu_readings_from_samples(parsed.records, scrape_time_ms=int(at.timestamp() * 1000))
+        readings = gpu_readings_from_exposition(text, scrape_time_ms=int(at.timestamp() * 1000))
         readings_all.append(readings.records)
         stored += gpu_readings_ingest(
             cluster=cluster, readings=readings.records, interval_s=60, now=now

@@ -10,10 +10,17 @@ A reading exists for every (hostname, gpu, MIG instance) that has at least one s
 we map; samples of other metrics are ignored without being looked at.
 """
 
+import gc
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from efficiency.collectors.exposition import (
+    _METRIC_NAME_RE,
+    MAX_LINE_CHARS,
+    _parse_labels_fast,
+    parse_exposition,
+)
 from efficiency.collectors.records import GpuReading, ParseOutcome, Sample
 
 # DCGM's "blank" values (dcgm_structs.h, DCGM_*_BLANK and the NOT_FOUND / NOT_SUPPORTED /
@@ -221,3 +228,120 @@ def _render(sample: Sample) -> str:
     """The sample as an exposition line, for the excerpt of a rejection."""
     labels = ",".join(f'{name}="{value}"' for name, value in sample.labels.items())
     return f"{sample.name}{{{labels}}} {sample.value!r}"
+
+
+def gpu_readings_from_exposition(
+    text: str, *, scrape_time_ms: int, default_hostname: str = ""
+) -> ParseOutcome[GpuReading]:
+    """``parse_exposition`` then ``gpu_readings_from_samples``, in one pass where that is safe.
+
+    The collectors' hot path: a dcgm-exporter page is thousands of lines of one shape, so the
+    common case is handled in a single loop that never builds ``Sample`` objects. The first line
+    that is in any way unusual (a timestamp, an escape, a bad or blank value, an unknown GPU, a
+    line that would be rejected) abandons the single pass and the whole text goes through the two
+    general steps instead, so the result is always exactly theirs (tests/collectors prove it on
+    generated pages). Rejections of both steps come back together, parse ones first.
+    """
+    collector_was_enabled = gc.isenabled()
+    gc.disable()  # as in parse_exposition: the drafts are acyclic, see there
+    try:
+        fast = _single_pass(text, scrape_time_ms, default_hostname)
+    finally:
+        if collector_was_enabled:
+            gc.enable()
+    if fast is not None:
+        return fast
+    parsed = parse_exposition(text)
+    outcome = gpu_readings_from_samples(
+        parsed.records, scrape_time_ms=scrape_time_ms, default_hostname=default_hostname
+    )
+    outcome.rejected[:0] = parsed.rejected
+    return outcome
+
+
+def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> ParseOutcome[GpuReading] | None:
+    """The common case of ``gpu_readings_from_exposition``; None as soon as a line is unusual."""
+    drafts: dict[tuple[str, int, str], _Draft] = {}
+    by_label_text: dict[str, _Draft] = {}
+    plain_labels: set[str] = set()
+    metrics: dict[str, str | None] = {}
+    gauges = _GAUGES
+    blank = DCGM_INT32_BLANK
+    for line in text.split("\n"):
+        if not line or line[0] == "#":
+            continue
+        brace = line.find("{")
+        close = line.rfind("}")
+        if not (0 < brace < close and line.startswith(" ", close + 1) and len(line) <= MAX_LINE_CHARS):
+            return None
+        name = line[:brace]
+        metric = metrics.get(name, _UNSEEN)
+        if metric is _UNSEEN:
+            if _METRIC_NAME_RE.match(name) is None:
+                return None
+            upper = name.upper()
+            metric = metrics[name] = upper if upper in _MAPPED else None
+        label_text = line[brace + 1 : close]
+        value_text = line[close + 2 :]
+        if "_" in value_text or " " in value_text:
+            return None
+        try:
+            value = float(value_text)
+        except ValueError:
+            return None
+        if metric is None:
+            # Not ours, but the general parser would still reject bad labels: check them once.
+            if label_text not in plain_labels:
+                if _parse_labels_fast(label_text) is None:
+                    return None
+                plain_labels.add(label_text)
+            continue
+        draft = by_label_text.get(label_text)
+        if draft is None:
+            labels = _parse_labels_fast(label_text)
+            if labels is None:
+                return None
+            draft = _known_gpu_draft(labels, drafts, default_hostname)
+            if draft is None:
+                return None
+            by_label_text[label_text] = draft
+        if not 0.0 <= value < blank:
+            return None
+        gauge = gauges.get(metric)
+        if gauge is not None:
+            attribute, factor, is_percent = gauge
+            scaled = value * factor
+            if is_percent and scaled > 100:
+                return None
+            if draft.values.get(attribute) is None:
+                draft.values[attribute] = scaled
+        elif metric == XID_COUNT_METRIC:
+            xid = _parse_labels_fast(label_text).get("xid", "")
+            if not (xid.isascii() and xid.isdecimal()):
+                return None
+            draft.xid_counts.setdefault(int(xid), value)
+        elif not value.is_integer():
+            return None
+        elif draft.xid_last is None:
+            draft.xid_last = int(value)
+    outcome: ParseOutcome[GpuReading] = ParseOutcome()
+    outcome.records.extend(draft.reading(scrape_time_ms) for draft in drafts.values())
+    return outcome
+
+
+def _known_gpu_draft(
+    labels: Mapping[str, str], drafts: dict[tuple[str, int, str], _Draft], default_hostname: str
+) -> _Draft | None:
+    """The draft for these labels if ``_draft_for`` would accept them without a rejection."""
+    gpu = labels.get("gpu")
+    if gpu is None or not (gpu.isascii() and gpu.isdecimal()):
+        return None
+    hostname = labels.get("Hostname") or default_hostname
+    if not hostname:
+        return None
+    key = (hostname, int(gpu), labels.get("GPU_I_ID", ""))
+    draft = drafts.get(key)
+    if draft is None:
+        draft = drafts[key] = _Draft(hostname=key[0], gpu_index=key[1], mig_instance=key[2])
+    draft.take_labels(labels)
+    return draft

@@ -15,8 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from efficiency.choices import JobSource, SourceKind
-from efficiency.collectors.dcgm import gpu_readings_from_samples
-from efficiency.collectors.exposition import parse_exposition
+from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.slurm import parse_sacct
 from efficiency.models import Cluster, DataSource, RollupDirtyHour
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
@@ -96,8 +95,7 @@ def demo_history_backfill(
     counts = {"pages": 0, "samples": 0, "jobs": 0}
     at = start
     while at < until:
-        parsed = parse_exposition(sim.exposition(at))
-        readings = gpu_readings_from_samples(parsed.records, scrape_time_ms=int(at.timestamp() * 1000))
+        readings = gpu_readings_from_exposition(sim.exposition(at), scrape_time_ms=int(at.timestamp() * 1000))
         result = gpu_readings_ingest(
             cluster=cluster, readings=readings.records, interval_s=int(step.total_seconds()), now=until
         )

@@ -157,8 +157,7 @@ def _http_get(url: str, *, timeout_s: float, headers: dict | None = None) -> str
 
 def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
     """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill."""
-    from efficiency.collectors.dcgm import gpu_readings_from_samples
-    from efficiency.collectors.exposition import parse_exposition
+    from efficiency.collectors.dcgm import gpu_readings_from_exposition
 
     urls = _config(source, "urls", list)
     timeout_s = float(source.config.get("timeout_s", 10))
@@ -173,14 +172,11 @@ def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> N
         except SourceUnavailable as error:
             failures.append(str(error))
             continue
-        parsed = parse_exposition(text)
-        readings = gpu_readings_from_samples(
-            parsed.records, scrape_time_ms=scrape_ms, default_hostname=hostname
-        )
+        readings = gpu_readings_from_exposition(text, scrape_time_ms=scrape_ms, default_hostname=hostname)
         result = gpu_readings_ingest(
             cluster=source.cluster, readings=readings.records, interval_s=source.interval_s, now=now
         )
-        recorder.add(result, parse_rejected=[*parsed.rejected, *readings.rejected])
+        recorder.add(result, parse_rejected=readings.rejected)
     if failures and len(failures) == len(urls):
         raise SourceUnavailable("; ".join(failures[:5]))
     for failure in failures:

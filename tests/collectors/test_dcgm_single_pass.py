@@ -1,0 +1,128 @@
+"""The single-pass dcgm reader must give exactly what parse_exposition + gpu_readings_from_samples give."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from efficiency.collectors.dcgm import _single_pass, gpu_readings_from_exposition, gpu_readings_from_samples
+from efficiency.collectors.exposition import parse_exposition
+from efficiency.simulator.model import ClusterSimulator
+from efficiency.simulator.scenario import reference_nodes
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "dcgm"
+SCRAPE_MS = 1_764_489_600_000
+
+METRICS = [
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_EXP_XID_ERRORS_COUNT",
+    "DCGM_FI_DEV_SM_CLOCK",  # not mapped
+    "dcgm_fi_dev_gpu_util",  # lower-case deployments
+]
+VALUES = st.one_of(
+    st.integers(0, 100).map(str),
+    st.floats(0, 1.2, allow_nan=False).map(repr),
+    st.sampled_from(
+        ["NaN", "+Inf", "-1", "9223372036854775794", "2147483647", "79", "79.5", "1e3", "0x10", "1_0"]
+    ),
+)
+
+
+def _slow(text: str, default_hostname: str):
+    parsed = parse_exposition(text)
+    outcome = gpu_readings_from_samples(
+        parsed.records, scrape_time_ms=SCRAPE_MS, default_hostname=default_hostname
+    )
+    return outcome.records, [*parsed.rejected, *outcome.rejected]
+
+
+def _clean_value(metric: str):
+    if "PROF" in metric:  # ratios 0-1
+        return st.floats(0, 1, allow_nan=False).map(repr)
+    return st.one_of(st.integers(0, 100).map(str), st.floats(0, 100, allow_nan=False).map(repr))
+
+
+@st.composite
+def clean_pages(draw):
+    """Pages as exporters really serve them: every line takes the single pass."""
+    lines = []
+    for _ in range(draw(st.integers(1, 40))):
+        metric = draw(st.sampled_from([m for m in METRICS if "XID" not in m.upper()]))
+        host, gpu = draw(st.sampled_from(["gpu-001", "gpu-002"])), draw(st.integers(0, 7))
+        pod = draw(st.sampled_from(["", "train-1"]))
+        value = draw(_clean_value(metric))
+        lines.append(f'{metric}{{gpu="{gpu}",UUID="GPU-{gpu}",Hostname="{host}",pod="{pod}"}} {value}')
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=clean_pages())
+def test_single_pass_on_clean_pages_is_taken_and_equal(text):
+    fast = _single_pass(text, SCRAPE_MS, "")
+    assert fast is not None
+    records, rejected = _slow(text, "")
+    assert (fast.records, fast.rejected) == (records, rejected)
+
+
+@st.composite
+def pages(draw):
+    lines = ["# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).", "# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
+    for _ in range(draw(st.integers(1, 25))):
+        labels = {}
+        if draw(st.booleans()) or True:
+            labels["gpu"] = draw(st.sampled_from(["0", "1", "7", "x", "-1"]))
+        labels["UUID"] = draw(st.sampled_from(["GPU-a", "GPU-b"]))
+        if draw(st.integers(0, 4)):
+            labels["Hostname"] = draw(st.sampled_from(["gpu-001", "gpu-002"]))
+        if draw(st.booleans()):
+            labels["pod"] = draw(st.sampled_from(["", "train-1", "train-2"]))
+            labels["namespace"] = draw(st.sampled_from(["", "team-bev"]))
+        if not draw(st.integers(0, 6)):
+            labels["GPU_I_ID"] = draw(st.sampled_from(["1", "2"]))
+        metric = draw(st.sampled_from(METRICS))
+        if metric == "DCGM_EXP_XID_ERRORS_COUNT":
+            labels["xid"] = draw(st.sampled_from(["79", "48", "x"]))
+        if not draw(st.integers(0, 10)):
+            labels.pop("gpu", None)
+        text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        line = f"{metric}{{{text}}} {draw(VALUES)}"
+        if not draw(st.integers(0, 12)):
+            line += " 1764489600123"
+        if not draw(st.integers(0, 15)):
+            line = draw(
+                st.sampled_from([line[:-3], line.replace("}", ""), line.replace('"', "", 1), "garbage \x00"])
+            )
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=pages(), default_hostname=st.sampled_from(["", "node-from-target"]))
+def test_single_pass_equals_parse_then_map(text, default_hostname):
+    fast = gpu_readings_from_exposition(text, scrape_time_ms=SCRAPE_MS, default_hostname=default_hostname)
+    records, rejected = _slow(text, default_hostname)
+    assert fast.records == records
+    assert fast.rejected == rejected
+
+
+def test_every_real_exporter_fixture_reads_the_same_both_ways():
+    for path in sorted(FIXTURES.glob("*.txt")):
+        text = path.read_text()
+        fast = gpu_readings_from_exposition(text, scrape_time_ms=SCRAPE_MS, default_hostname="host")
+        assert (fast.records, fast.rejected) == _slow(text, "host"), path.name
+
+
+def test_a_clean_exporter_page_takes_the_single_pass():
+    sim = ClusterSimulator(reference_nodes(), seed=3, start=datetime(2026, 11, 1, tzinfo=UTC))
+    text = sim.exposition(datetime(2026, 11, 2, 9, 30, tzinfo=UTC))
+    fast = _single_pass(text, SCRAPE_MS, "")
+    assert fast is not None, "the simulator's page should not need the general path"
+    assert len(fast.records) == 64 * 8
+    assert fast.records == _slow(text, "")[0]
