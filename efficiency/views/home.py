@@ -7,6 +7,7 @@ from efficiency.choices import Role
 from efficiency.scoping import user_role
 from efficiency.selectors.home import home_summary
 from efficiency.selectors.inventory import department_list, gpu_ownership_summary
+from efficiency.selectors.sources import source_status_list
 from efficiency.services.health import worker_heartbeat_list
 
 _TEMPLATES = {
@@ -34,4 +35,5 @@ def home(request: HttpRequest) -> HttpResponse:
     }
     if role == Role.PLATFORM_ADMIN:
         context["heartbeats"] = worker_heartbeat_list()
+        context["source_statuses"] = source_status_list()
     return render(request, _TEMPLATES[role], context)
