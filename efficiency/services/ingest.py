@@ -214,6 +214,7 @@ _MAPPING_KIND = {
     SourceKind.SLURM: [MappingKind.SLURM_ACCOUNT],
     SourceKind.KUBERNETES: [MappingKind.K8S_NAMESPACE],
 }
+_ALLOCATION_FIELDS = ("department_id", "gpu_count", "node_count", "started_at", "ended_at")
 _JOB_FIELDS = (
     "department_id",
     "account",
@@ -324,6 +325,7 @@ def jobs_ingest(
         if job is None:
             job = Job(cluster=cluster, source=source, external_id=external_id, **values)
             to_create.append(job)
+            hours |= _job_hours(record.started_at, record.ended_at, now)
         else:
             if job.state in finished and record.state not in finished:
                 result.duplicates += 1  # a stale record delivered late: keep what we know
@@ -334,11 +336,18 @@ def jobs_ingest(
             ):
                 result.duplicates += 1
                 continue
+            # Only a change to what the job held, where and when, changes past rollups; a
+            # running job's elapsed time or state alone does not (the current hour is
+            # refreshed by the samples anyway).
+            if any(getattr(job, name) != values[name] for name in _ALLOCATION_FIELDS) or (
+                wanted_nodes != existing_nodes[job.pk]
+            ):
+                hours |= _job_hours(job.started_at, job.ended_at, now)
+                hours |= _job_hours(record.started_at, record.ended_at, now)
             for name, value in values.items():
                 setattr(job, name, value)
             to_update.append(job)
         node_links[external_id] = wanted_nodes
-        hours |= _job_hours(record, now)
     with transaction.atomic():
         Job.objects.bulk_create(to_create, batch_size=1000)
         if to_update:
@@ -374,11 +383,12 @@ def jobs_ingest(
     return result
 
 
-def _job_hours(record: JobRecord, now: datetime) -> set[datetime]:
-    if record.started_at is None:
+def _job_hours(started_at: datetime | None, ended_at: datetime | None, now: datetime) -> set[datetime]:
+    """The hours a job held GPUs in (up to ``now``): their rollups depend on it."""
+    if started_at is None:
         return set()
-    end = min(record.ended_at or now, now)
-    hour = _hour(record.started_at)
+    end = min(ended_at or now, now)
+    hour = _hour(started_at)
     hours = set()
     while hour <= end and len(hours) < 24 * 400:
         hours.add(hour)

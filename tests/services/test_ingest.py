@@ -207,3 +207,16 @@ def test_a_longer_replay_of_a_log_chunk_replaces_the_shorter_one(mapped):
     stored = LogChunkRow.objects.get()
     assert (stored.end_offset, stored.text, stored.line_count) == (6, "a\nb\nc\n", 3)
     assert log_chunks_ingest(source=source, chunks=[short], now=NOW).duplicates == 1
+
+
+def test_a_running_jobs_elapsed_time_does_not_recompute_its_past_hours(mapped):
+    long_ago = NOW - timedelta(days=2)
+    jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[job(started_at=long_ago)], now=NOW)
+    RollupDirtyHour.objects.all().delete()
+    ticking = job(started_at=long_ago, config={"elapsed_s": 172_860})
+    assert jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[ticking], now=NOW).stored == 1
+    assert not RollupDirtyHour.objects.exists()
+    # The job ends: its span changed, so its hours are recomputed.
+    done = job(started_at=long_ago, state=JobState.COMPLETED, ended_at=NOW - timedelta(hours=1))
+    jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[done], now=NOW)
+    assert RollupDirtyHour.objects.count() == 49  # from two days ago to now, hour by hour
