@@ -5,15 +5,14 @@ configuration that `make run` (file-system broker) and production (Redis) use.
 """
 
 import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.workers import celery_worker, portal_python
+
 pytestmark = pytest.mark.broker
 
 
@@ -52,26 +51,14 @@ def test_task_result_comes_back_from_a_real_worker(tmp_path, transport):
         pytest.skip("no Redis broker reachable (reason printed above)")
     env = _env(tmp_path, broker_url)
     queue = f"roundtrip-{uuid.uuid4().hex[:8]}"  # no other worker can steal it
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--queues", queue,
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
+    with celery_worker(env, queue):
         payload = f"hello-{uuid.uuid4().hex[:6]}"
         started = time.monotonic()
-        client = subprocess.run(
-            [sys.executable, "-c",
-             "import django; django.setup(); from efficiency.tasks import ping_task; "
-             f"print(ping_task.apply_async(args=[{payload!r}], queue={queue!r}).get(timeout=60)['pong'])"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        client = portal_python(
+            env,
+            "from efficiency.tasks import ping_task; "
+            f"print(ping_task.apply_async(args=[{payload!r}], queue={queue!r}).get(timeout=60)['pong'])",
+        )
         assert client.returncode == 0, client.stderr
         assert client.stdout.strip().splitlines()[-1] == payload
         print(f"{transport}: round trip in {time.monotonic() - started:.1f}s")
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()

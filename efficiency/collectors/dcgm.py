@@ -178,20 +178,26 @@ def _draft_for(
     outcome: ParseOutcome[GpuReading],
 ) -> _Draft | None:
     """The draft reading this sample belongs to, or None (rejected) if its GPU is unknown."""
-    labels = sample.labels
+    draft_or_reason = _gpu_draft(sample.labels, drafts, default_hostname)
+    if isinstance(draft_or_reason, str):
+        outcome.reject(draft_or_reason, _render(sample))
+        return None
+    return draft_or_reason
+
+
+def _gpu_draft(
+    labels: Mapping[str, str], drafts: dict[tuple[str, int, str], _Draft], default_hostname: str
+) -> _Draft | str:
+    """The draft for the GPU these labels name (created on first sight), or why there is none."""
     gpu = labels.get("gpu")
     if gpu is None:
-        outcome.reject("no gpu label", _render(sample))
-        return None
+        return "no gpu label"
     # isdecimal() alone admits non-ASCII digits; int() alone admits signs, spaces and '_'.
     if not (gpu.isascii() and gpu.isdecimal()):
-        outcome.reject("gpu label is not an integer", _render(sample))
-        return None
+        return "gpu label is not an integer"
     hostname = labels.get("Hostname") or default_hostname
     if not hostname:
-        outcome.reject("no Hostname label and no default hostname", _render(sample))
-        return None
-
+        return "no Hostname label and no default hostname"
     key = (hostname, int(gpu), labels.get("GPU_I_ID", ""))
     draft = drafts.get(key)
     if draft is None:
@@ -301,9 +307,9 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
             labels = _parse_labels_fast(label_text)
             if labels is None:
                 return None
-            draft = _known_gpu_draft(labels, drafts, default_hostname)
-            if draft is None:
-                return None
+            draft = _gpu_draft(labels, drafts, default_hostname)
+            if isinstance(draft, str):
+                return None  # the general path rejects this sample: let it
             by_label_text[label_text] = draft
         if not 0.0 <= value < blank:
             return None
@@ -327,21 +333,3 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
     outcome: ParseOutcome[GpuReading] = ParseOutcome()
     outcome.records.extend(draft.reading(scrape_time_ms) for draft in drafts.values())
     return outcome
-
-
-def _known_gpu_draft(
-    labels: Mapping[str, str], drafts: dict[tuple[str, int, str], _Draft], default_hostname: str
-) -> _Draft | None:
-    """The draft for these labels if ``_draft_for`` would accept them without a rejection."""
-    gpu = labels.get("gpu")
-    if gpu is None or not (gpu.isascii() and gpu.isdecimal()):
-        return None
-    hostname = labels.get("Hostname") or default_hostname
-    if not hostname:
-        return None
-    key = (hostname, int(gpu), labels.get("GPU_I_ID", ""))
-    draft = drafts.get(key)
-    if draft is None:
-        draft = drafts[key] = _Draft(hostname=key[0], gpu_index=key[1], mig_instance=key[2])
-    draft.take_labels(labels)
-    return draft

@@ -6,10 +6,7 @@ in-memory SQLite test database cannot be shared with another process.
 """
 
 import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -17,8 +14,8 @@ from django.db import connection
 from efficiency.choices import RunStatus, SourceKind
 from efficiency.models import DataSource, LogChunk
 from tests.factories import ClusterFactory
+from tests.workers import celery_worker, portal_python
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.broker
 
 
@@ -55,23 +52,14 @@ def test_a_worker_process_collects_a_log_directory_into_the_database(transaction
         DJANGO_SETTINGS_MODULE="portal.settings",
     )
     queue = f"ingest-{uuid.uuid4().hex[:8]}"
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--queues", queue,
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        client = subprocess.run(
-            [sys.executable, "-c",
-             "import django; django.setup(); from efficiency.tasks import collect_source_task; "
-             f"print(collect_source_task.apply_async(args=[{source.pk}], queue={queue!r}).get(timeout=60))"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+    with celery_worker(env, queue):
+        client = portal_python(
+            env,
+            "from efficiency.tasks import collect_source_task; "
+            f"print(collect_source_task.apply_async(args=[{source.pk}], queue={queue!r}).get(timeout=60))",
+        )
         assert client.returncode == 0, client.stderr
         assert "'status': 'ok'" in client.stdout
-    finally:
-        worker.terminate()
-        worker.wait(timeout=20)
     chunk = LogChunk.objects.get()
     assert (chunk.job_external_id, chunk.rank, chunk.line_count) == ("9001", 3, 2)
     assert "NET/Socket" in chunk.text

@@ -1,0 +1,35 @@
+"""Real Celery worker processes for tests, with the portal's own settings from ``env``."""
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def celery_worker(env: dict[str, str], queue: str) -> Iterator[subprocess.Popen]:
+    """A solo worker on its own ``queue`` (so no other worker can take the test's task)."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--queues", queue,
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        yield worker
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
+def portal_python(env: dict[str, str], code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a separate process after ``django.setup()`` (a client of the worker)."""
+    return subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
