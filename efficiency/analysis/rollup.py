@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 HOUR = timedelta(hours=1)
 
@@ -33,6 +34,7 @@ class Allocation:
     gpus: float
     start: datetime
     end: datetime | None
+    job_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,23 @@ class DepartmentHourRow:
     job_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class JobHourRow:
+    """One job's share of one node-hour (summed over its nodes by the caller)."""
+
+    job_id: int
+    node_id: int
+    hour: datetime
+    allocated_gpu_s: float
+    busy_gpu_s: float
+
+
+class NodeHourRollup(NamedTuple):
+    node: NodeHourRow
+    departments: list[DepartmentHourRow]
+    jobs: list[JobHourRow]
+
+
 def overlap_s(
     start: datetime, end: datetime, other_start: datetime | None, other_end: datetime | None
 ) -> float:
@@ -93,7 +112,7 @@ def rollup_node_hour(
     totals: SampleTotals | None,
     allocations: Sequence[Allocation],
     now: datetime,
-) -> tuple[NodeHourRow, list[DepartmentHourRow]]:
+) -> NodeHourRollup:
     """Roll up one node for the hour starting at ``hour`` (UTC, on the hour).
 
     - available: GPUs x the seconds of the hour the node was in service, up to ``now``;
@@ -102,22 +121,27 @@ def rollup_node_hour(
       available, every allocation is scaled down to fit;
     - busy and coverage come from the samples, capped at what is available;
     - a department's busy time is the node's busy time split by allocated share, and never more
-      than the department held; busy time without any allocation stays unattributed.
+      than the department held; busy time without any allocation stays unattributed;
+    - each job's busy time is split the same way (exact when a job has the node to itself).
     """
     hour_end = min(hour + HOUR, max(now, hour))
     available = node.gpu_count * overlap_s(hour, hour_end, node.in_service_from, node.in_service_until)
 
     held: dict[int | None, float] = defaultdict(float)
     jobs: dict[int | None, int] = defaultdict(int)
+    held_by_job: dict[int, float] = defaultdict(float)
     for allocation in allocations:
         seconds = overlap_s(hour, hour_end, allocation.start, allocation.end)
         if seconds > 0 and allocation.gpus > 0:
             held[allocation.department_id] += allocation.gpus * seconds
             jobs[allocation.department_id] += 1
+            if allocation.job_id is not None:
+                held_by_job[allocation.job_id] += allocation.gpus * seconds
     allocated = sum(held.values())
     if allocated > available > 0 or (available == 0 and allocated > 0):
         scale = available / allocated if allocated else 0.0
         held = defaultdict(float, {dept: value * scale for dept, value in held.items()})
+        held_by_job = defaultdict(float, {job: value * scale for job, value in held_by_job.items()})
         allocated = available
 
     if totals is None:
@@ -140,6 +164,16 @@ def rollup_node_hour(
                 job_count=jobs[department_id],
             )
         )
+    job_rows = [
+        JobHourRow(
+            job_id=job_id,
+            node_id=node.node_id,
+            hour=hour,
+            allocated_gpu_s=held_s,
+            busy_gpu_s=min(busy * held_s / allocated, held_s) if allocated else 0.0,
+        )
+        for job_id, held_s in sorted(held_by_job.items())
+    ]
     node_row = NodeHourRow(
         node_id=node.node_id,
         hour=hour,
@@ -156,4 +190,4 @@ def rollup_node_hour(
         power_w_avg=totals.power_w_avg,
         temp_c_max=totals.temp_c_max,
     )
-    return node_row, department_rows
+    return NodeHourRollup(node_row, department_rows, job_rows)

@@ -227,3 +227,55 @@ class DepartmentHour(models.Model):
 
     def __str__(self) -> str:
         return f"department {self.department_id} node {self.node_id} {self.hour:%Y-%m-%d %H:00}"
+
+
+class JobHour(models.Model):
+    """Per job and hour: GPU-seconds the job held (over all its nodes), and how busy.
+
+    Busy time is the job's share of its nodes' busy time (exact when it had a node to itself,
+    which multi-GPU training jobs do); it drives job efficiency and idle allocations.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="hours")
+    hour = models.DateTimeField()
+    allocated_gpu_s = models.FloatField()
+    busy_gpu_s = models.FloatField()
+
+    class Meta:
+        verbose_name = _("job hour")
+        verbose_name_plural = _("job hours")
+        constraints = [models.UniqueConstraint(fields=["job", "hour"], name="jobhour_unique")]
+        indexes = [models.Index(fields=["hour"])]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.hour:%Y-%m-%d %H:00}"
+
+
+class NodeClassification(models.Model):
+    """A node's class over one cycle (idle / hot / fluctuating / steady / unknown), with why."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="classifications")
+    cycle_start = models.DateTimeField()
+    cycle_end = models.DateTimeField()
+    node_class = models.CharField(max_length=20)
+    covered_hours = models.PositiveIntegerField()
+    mean_util_pct = models.FloatField(null=True)
+    idle_hour_share = models.FloatField(null=True)
+    hot_hour_share = models.FloatField(null=True)
+    stddev_pct = models.FloatField(null=True)
+    reason = models.CharField(max_length=40)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-cycle_end"]
+        verbose_name = _("node classification")
+        verbose_name_plural = _("node classifications")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "cycle_start", "cycle_end"], name="nodeclass_unique_cycle"
+            )
+        ]
+        indexes = [models.Index(fields=["cycle_end", "node_class"])]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.node_class} ({self.cycle_start:%Y-%m-%d}–{self.cycle_end:%Y-%m-%d})"

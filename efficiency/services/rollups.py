@@ -16,6 +16,7 @@ from efficiency.models import (
     DepartmentHour,
     GpuSample,
     Job,
+    JobHour,
     LogChunk,
     NodeHour,
     RollupDirtyHour,
@@ -72,25 +73,36 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime) -> No
     allocations = _allocations(cluster, first, last)
     hour_set = set(hours)
     node_rows, department_rows = [], []
+    job_totals: dict[tuple[int, datetime], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for hour in hours:
         for window in windows:
-            node_row, departments = rollup_node_hour(
+            node_row, departments, jobs = rollup_node_hour(
                 hour=hour,
                 node=window,
                 totals=totals.get((window.node_id, hour)),
                 allocations=allocations.get(window.node_id, ()),
                 now=now,
             )
+            for job in jobs:  # a job on several nodes: one row per job and hour
+                entry = job_totals[(job.job_id, hour)]
+                entry[0] += job.allocated_gpu_s
+                entry[1] += job.busy_gpu_s
             if node_row.available_gpu_s == 0 and node_row.sample_count == 0 and not departments:
                 continue  # not in service and nothing seen: no row
             node_rows.append(NodeHour(cluster=cluster, **_fields(node_row)))
             department_rows.extend(DepartmentHour(**_fields(row)) for row in departments)
+    job_rows = [
+        JobHour(job_id=job_id, hour=hour, allocated_gpu_s=allocated, busy_gpu_s=busy)
+        for (job_id, hour), (allocated, busy) in job_totals.items()
+    ]
     node_ids = [w.node_id for w in windows]
     with transaction.atomic():
         NodeHour.objects.filter(node_id__in=node_ids, hour__in=hour_set).delete()
         DepartmentHour.objects.filter(node_id__in=node_ids, hour__in=hour_set).delete()
+        JobHour.objects.filter(job__cluster=cluster, hour__in=hour_set).delete()
         NodeHour.objects.bulk_create(node_rows, batch_size=2000)
         DepartmentHour.objects.bulk_create(department_rows, batch_size=2000)
+        JobHour.objects.bulk_create(job_rows, batch_size=2000)
 
 
 def _fields(row) -> dict:
@@ -157,7 +169,7 @@ def _allocations(cluster: Cluster, start: datetime, end: datetime) -> dict[int, 
     for job_id, node_ids in nodes_of.items():
         department_id, gpus, started, ended = jobs[job_id]
         for node_id in node_ids:
-            by_node[node_id].append(Allocation(department_id, gpus / len(node_ids), started, ended))
+            by_node[node_id].append(Allocation(department_id, gpus / len(node_ids), started, ended, job_id))
     return by_node
 
 

@@ -24,7 +24,7 @@ def test_overlap_handles_open_ends():
 
 
 def test_full_hour_fully_allocated_and_half_busy():
-    row, departments = rollup_node_hour(
+    row, departments, _ = rollup_node_hour(
         hour=H,
         node=NODE,
         totals=totals(8 * 3600, 4 * 3600, count=480),
@@ -39,7 +39,7 @@ def test_full_hour_fully_allocated_and_half_busy():
 
 def test_job_that_starts_at_quarter_past_and_ends_at_half_past():
     # 4 GPUs x 15 min = 3,600 GPU-s allocated of 28,800 available: 12.5%.
-    row, departments = rollup_node_hour(
+    row, departments, _ = rollup_node_hour(
         hour=H,
         node=NODE,
         totals=totals(28_800, 3_000),
@@ -52,7 +52,7 @@ def test_job_that_starts_at_quarter_past_and_ends_at_half_past():
 
 def test_current_hour_counts_only_up_to_now():
     now = H + timedelta(minutes=20)
-    row, _ = rollup_node_hour(hour=H, node=NODE, totals=None, allocations=[], now=now)
+    row, _, _ = rollup_node_hour(hour=H, node=NODE, totals=None, allocations=[], now=now)
     assert row.available_gpu_s == 8 * 1200
 
 
@@ -70,14 +70,14 @@ def test_node_retired_mid_hour_and_node_added_mid_hour():
 
 
 def test_missing_samples_are_no_coverage_not_zero_utilization():
-    row, _ = rollup_node_hour(hour=H, node=NODE, totals=totals(7_200, 3_600), allocations=[], now=LATER)
+    row, _, _ = rollup_node_hour(hour=H, node=NODE, totals=totals(7_200, 3_600), allocations=[], now=LATER)
     assert row.sampled_gpu_s == 7_200  # a quarter of the hour covered
     assert row.busy_gpu_s == 3_600  # 50% busy where covered, not 12.5% of the hour
 
 
 def test_busy_split_by_held_share_and_capped_at_what_each_held():
     # Dept 10 holds 6 GPUs all hour, dept 11 holds 2 GPUs for 30 min: held 21,600 and 3,600.
-    row, departments = rollup_node_hour(
+    row, departments, _ = rollup_node_hour(
         hour=H,
         node=NODE,
         totals=totals(28_800, 25_200),
@@ -93,7 +93,7 @@ def test_busy_split_by_held_share_and_capped_at_what_each_held():
 
 
 def test_busy_without_any_job_stays_unattributed():
-    row, departments = rollup_node_hour(
+    row, departments, _ = rollup_node_hour(
         hour=H, node=NODE, totals=totals(28_800, 10_000), allocations=[], now=LATER
     )
     assert row.busy_gpu_s == 10_000
@@ -101,7 +101,7 @@ def test_busy_without_any_job_stays_unattributed():
 
 
 def test_overcommitted_scheduler_data_is_scaled_to_capacity():
-    row, departments = rollup_node_hour(
+    row, departments, _ = rollup_node_hour(
         hour=H,
         node=NODE,
         totals=None,
@@ -113,15 +113,33 @@ def test_overcommitted_scheduler_data_is_scaled_to_capacity():
 
 
 def test_samples_claiming_more_than_capacity_are_capped():
-    row, _ = rollup_node_hour(hour=H, node=NODE, totals=totals(40_000, 39_000), allocations=[], now=LATER)
+    row, _, _ = rollup_node_hour(hour=H, node=NODE, totals=totals(40_000, 39_000), allocations=[], now=LATER)
     assert row.sampled_gpu_s == 28_800
     assert row.busy_gpu_s == 28_800
 
 
 @pytest.mark.parametrize("gpus", [0, -1])
 def test_allocations_without_gpus_are_ignored(gpus):
-    row, departments = rollup_node_hour(
+    row, departments, _ = rollup_node_hour(
         hour=H, node=NODE, totals=None, allocations=[Allocation(10, gpus, H, None)], now=LATER
     )
     assert row.allocated_gpu_s == 0
     assert departments == []
+
+
+def test_each_job_gets_its_share_of_busy_time():
+    # Job 1 holds 8 GPUs for 30 min, job 2 holds 8 GPUs for the other 30 min; busy 7,200 GPU-s.
+    result = rollup_node_hour(
+        hour=H,
+        node=NODE,
+        totals=totals(28_800, 7_200),
+        allocations=[
+            Allocation(10, 8, H, H + timedelta(minutes=30), job_id=1),
+            Allocation(10, 8, H + timedelta(minutes=30), None, job_id=2),
+        ],
+        now=LATER,
+    )
+    assert [(j.job_id, j.allocated_gpu_s, j.busy_gpu_s) for j in result.jobs] == [
+        (1, 14_400, 3_600),
+        (2, 14_400, 3_600),
+    ]

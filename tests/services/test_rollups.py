@@ -6,7 +6,7 @@ import pytest
 
 from efficiency.choices import JobSource, JobState, MappingKind
 from efficiency.collectors.records import GpuReading, JobRecord
-from efficiency.models import DepartmentHour, GpuSample, NodeHour, RollupDirtyHour
+from efficiency.models import DepartmentHour, GpuSample, JobHour, NodeHour, RollupDirtyHour
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
 from efficiency.services.rollups import retention_prune, rollups_refresh
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
@@ -98,3 +98,20 @@ def test_retention_drops_old_raw_samples_but_keeps_rollups(setup, settings):
     assert retention_prune(now=NOW + timedelta(days=2))["samples"] == 16
     assert not GpuSample.objects.exists()
     assert NodeHour.objects.filter(hour=T0).exists()
+
+
+def test_job_hours_sum_a_jobs_share_over_its_nodes(setup):
+    cluster, node, owner, user = setup
+    other = NodeFactory(cluster=cluster, hostname="gpu-002", gpu_count=8, owner_department=owner)
+    gpu_readings_ingest(cluster=cluster, readings=readings(T0, gr=50.0), interval_s=60, now=NOW)
+    record = JobRecord(
+        source=JobSource.SLURM, external_id="8", account="radar", user_name="u", name="n",
+        state=JobState.RUNNING, gpu_count=16, submitted_at=T0, started_at=T0,
+        node_names=("gpu-001", "gpu-002"), node_count=2,
+    )  # fmt: skip
+    jobs_ingest(cluster=cluster, source=JobSource.SLURM, records=[record], now=NOW)
+    rollups_refresh(now=NOW)
+    row = JobHour.objects.get(job__external_id="8", hour=T0)
+    # 16 GPUs held all hour; gpu-001 was 50% busy, gpu-002 sent no samples (busy unknown = 0).
+    assert (row.allocated_gpu_s, row.busy_gpu_s) == (57_600, 14_400)
+    assert other.pk
