@@ -17,7 +17,17 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Model, QuerySet
 
 from efficiency.choices import Role
-from efficiency.models import Department, DepartmentMapping, Gpu, Job, Node
+from efficiency.models import (
+    Department,
+    DepartmentHour,
+    DepartmentMapping,
+    Gpu,
+    Job,
+    JobHour,
+    Node,
+    NodeClassification,
+    NodeHour,
+)
 
 _ROLE_PRECEDENCE = [Role.PLATFORM_ADMIN, Role.COMMITTEE, Role.DEPARTMENT_HEAD]
 
@@ -64,6 +74,12 @@ def _scopers() -> dict[type[Model], object]:
         Node: lambda qs, ids: qs.for_departments(ids),
         Gpu: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),
         Job: lambda qs, ids: qs.for_departments(ids),
+        # Rollups: a head sees the hours of the nodes their departments own, and their own
+        # departments' and jobs' shares, never another department's.
+        NodeHour: lambda qs, ids: qs.filter(owner_department_id__in=ids),
+        DepartmentHour: lambda qs, ids: qs.filter(department_id__in=ids),
+        JobHour: lambda qs, ids: qs.filter(job__department_id__in=ids),
+        NodeClassification: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),
     }
 
 

@@ -5,6 +5,8 @@ import socket
 from celery import shared_task
 from celery.signals import worker_ready
 
+from efficiency.models import Cluster
+from efficiency.services.classification import node_classes_refresh
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
 from efficiency.services.rollups import retention_prune, rollups_refresh
 from efficiency.services.sources import SourceUnavailable, source_collect, sources_due
@@ -64,6 +66,12 @@ def collect_source_task(source_id: int) -> dict:
 def rollups_refresh_task() -> dict:
     """Recompute the hourly rollups of every hour that received new or late data."""
     return {"hours": rollups_refresh()}
+
+
+@shared_task
+def node_classes_refresh_task() -> dict:
+    """Classify the nodes of every cluster over the cycle that just ended (idempotent per day)."""
+    return {cluster.slug: node_classes_refresh(cluster=cluster) for cluster in Cluster.objects.all()}
 
 
 @shared_task

@@ -1,11 +1,12 @@
 from django.urls import path
 
-from efficiency.views import home, inventory, jobs, sources
+from efficiency.views import home, inventory, jobs, sources, usage
 
 app_name = "efficiency"
 
 urlpatterns = [
     path("", home.home, name="home"),
+    path("usage/", usage.cluster_overview_view, name="usage-overview"),
     path("departments/", inventory.department_list_view, name="department-list"),
     path("departments/<slug:code>/", inventory.department_detail_view, name="department-detail"),
     path("nodes/", inventory.node_list_view, name="node-list"),

@@ -254,6 +254,11 @@ CELERY_BEAT_SCHEDULE = {
     "collect-due-sources": {"task": "efficiency.tasks.collect_due_sources_task", "schedule": 30.0},
     # Every minute: recompute the hourly rollups of hours that got new or late data.
     "rollups-refresh": {"task": "efficiency.tasks.rollups_refresh_task", "schedule": 60.0},
+    # Daily at 00:20 UTC: classify nodes over the cycle that ended at midnight.
+    "node-classes-refresh": {
+        "task": "efficiency.tasks.node_classes_refresh_task",
+        "schedule": crontab(hour=0, minute=20),
+    },
     # Daily at 03:00 UTC: drop raw samples and log chunks past PORTAL_RAW_RETENTION_DAYS.
     "retention-prune": {
         "task": "efficiency.tasks.retention_prune_task",
@@ -282,3 +287,8 @@ LOGGING = {
 PORTAL_RAW_RETENTION_DAYS = env_int("PORTAL_RAW_RETENTION_DAYS", 35)
 # The demo's simulated dcgm-exporter (manage.py simulate serve) listens here.
 PORTAL_SIMULATOR_PORT = env_int("PORTAL_SIMULATOR_PORT", 9400)
+# The planning cycle (the GPU committee meets every two weeks) and node class thresholds
+# (efficiency.analysis.node_classes.ClassThresholds: idle_util_pct, idle_hour_share,
+# hot_util_pct, hot_hour_share, fluctuation_pct, min_covered_hours).
+PORTAL_CYCLE_DAYS = env_int("PORTAL_CYCLE_DAYS", 14)
+PORTAL_NODE_CLASS_THRESHOLDS: dict[str, float] = {}

@@ -18,6 +18,7 @@ from efficiency.choices import JobSource, SourceKind
 from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.slurm import parse_sacct
 from efficiency.models import Cluster, DataSource, RollupDirtyHour
+from efficiency.services.classification import node_classes_refresh
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
 from efficiency.services.rollups import rollups_refresh
 from efficiency.simulator.model import ClusterSimulator
@@ -114,6 +115,7 @@ def demo_history_backfill(
     RollupDirtyHour.objects.filter(cluster=cluster, hour__lt=start).delete()
     while rollups_refresh(now=until):
         pass
+    node_classes_refresh(cluster=cluster, now=until)
     return counts
 
 

@@ -38,3 +38,19 @@ def duration(seconds: float | None) -> str:
     minutes, secs = divmod(rest, 60)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{days}d {clock}" if days else clock
+
+
+@register.filter
+def pct(ratio: float | None) -> str:
+    """A 0-1 ratio as "31.2%"; "—" when unknown (no samples is not 0%)."""
+    if ratio is None:
+        return "—"
+    return f"{ratio * 100:.1f}%"
+
+
+@register.filter
+def signed_points(points: float | None) -> str:
+    """A change in percentage points, signed: "+4.5 pp"."""
+    if points is None:
+        return "—"
+    return f"{points:+.1f} pp"

@@ -2,9 +2,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from efficiency.filters import DepartmentFilter, NodeFilter
+from efficiency.forms import time_range_from_request
 from efficiency.selectors.inventory import department_get, department_list, node_get, node_list
 from efficiency.selectors.jobs import job_list
+from efficiency.selectors.usage import idle_allocation_list, job_usage_list
 from efficiency.views.helpers import get_or_404, render_filtered_list
+from efficiency.views.usage import department_usage_context, idle_allocations_csv, jobs_usage_csv
 
 
 def department_list_view(request: HttpRequest) -> HttpResponse:
@@ -17,16 +20,22 @@ def department_list_view(request: HttpRequest) -> HttpResponse:
 
 
 def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
+    """A department's GPUs, usage over the chosen range, jobs and idle allocations."""
     department = get_or_404(department_get, user=request.user, code=code)
-    return render(
-        request,
-        "efficiency/inventory/department_detail.html",
-        {
-            "department": department,
-            "nodes": node_list(user=request.user).filter(owner_department=department),
-            "jobs": job_list(user=request.user).filter(department=department)[:20],
-        },
-    )
+    form, time_range = time_range_from_request(request.GET)
+    context = {"department": department, "range_form": form, "time_range": time_range}
+    if time_range is None:
+        return render(request, "efficiency/inventory/department_detail.html", context, status=400)
+    export = request.GET.get("export")
+    if export == "jobs":
+        jobs = job_usage_list(user=request.user, time_range=time_range, department=department, limit=None)
+        return jobs_usage_csv(jobs, time_range, department.code)
+    if export == "idle":
+        idle = idle_allocation_list(user=request.user, time_range=time_range, department=department)
+        return idle_allocations_csv(idle, time_range, department.code)
+    context.update(department_usage_context(request, department, time_range))
+    context["nodes"] = node_list(user=request.user).filter(owner_department=department)
+    return render(request, "efficiency/inventory/department_detail.html", context)
 
 
 def node_list_view(request: HttpRequest) -> HttpResponse:

@@ -1,0 +1,363 @@
+"""Charts of GPU usage: water level, utilization trends, GPU-hours, departments, node classes, heatmaps.
+
+Every builder takes plain data and already translated text, and returns a themed Plotly figure.
+Times are passed to Plotly as given. Plotly.js ignores the UTC offset in a date string and shows the
+wall-clock time as written, so callers convert times to the display time zone first.
+"""
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from efficiency.charts.theme import apply_theme
+
+PERCENT_RANGE = [0, 100]
+
+# Node classes in the order the committee reads them: waste first, then risk, then opportunity.
+NODE_CLASS_ORDER = ("idle", "hot", "fluctuating", "steady")
+NODE_CLASS_COLORS = {
+    "idle": "#9ca3af",
+    "hot": "#d62728",
+    "fluctuating": "#ff7f0e",
+    "steady": "#2ca02c",
+}
+OTHER_NODE_CLASS_COLOR = "#9467bd"
+
+OWNED_COLOR = "#374151"
+ALLOCATED_COLOR = "#9ecae1"
+BUSY_COLOR = "#1f77b4"
+
+HEATMAP_COLORSCALE = "Viridis"
+# Missing cells are left empty, so this background shows through them; Viridis has no grey.
+HEATMAP_MISSING_COLOR = "#d1d5db"
+HEATMAP_ROW_PX = 28
+HEATMAP_CHROME_PX = 140
+MIN_HEIGHT_PX = 320
+MAX_HEIGHT_PX = 1400
+
+DEPARTMENT_ROW_PX = 56
+DEPARTMENT_CHROME_PX = 140
+JOB_ROW_PX = 200
+JOB_CHROME_PX = 120
+
+
+def water_level_figure(
+    times: Sequence[datetime],
+    allocated_gpus: Sequence[float | None],
+    total_gpus: Sequence[float | None],
+    *,
+    title: str,
+    allocated_label: str,
+    total_label: str,
+    axis_label: str,
+) -> go.Figure:
+    """The water level: GPUs allocated (filled area) under the GPUs available (line), over time.
+
+    Both series are drawn as steps, because each value holds for its whole bucket.
+    """
+    _check_lengths("times", times, {"allocated_gpus": allocated_gpus, "total_gpus": total_gpus})
+    hover = "%{y:,.1~f} " + axis_label
+    figure = go.Figure(
+        [
+            go.Scatter(
+                name=allocated_label,
+                x=list(times),
+                y=list(allocated_gpus),
+                mode="lines",
+                line={"shape": "hv", "width": 0, "color": BUSY_COLOR},
+                fill="tozeroy",
+                connectgaps=False,
+                hovertemplate=_hover_line(allocated_label, hover),
+            ),
+            go.Scatter(
+                name=total_label,
+                x=list(times),
+                y=list(total_gpus),
+                mode="lines",
+                line={"shape": "hv", "width": 3, "color": OWNED_COLOR},
+                connectgaps=False,
+                hovertemplate=_hover_line(total_label, hover),
+            ),
+        ]
+    )
+    figure.update_layout(hovermode="x unified", showlegend=True)
+    figure.update_yaxes(title_text=axis_label)
+    return apply_theme(figure, title=title)
+
+
+def utilization_trend_figure(
+    times: Sequence[datetime],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    title: str,
+    axis_label: str,
+) -> go.Figure:
+    """One line per named series of percentages (0-100); a None value leaves a gap in its line."""
+    _check_lengths("times", times, series)
+    figure = go.Figure(
+        [
+            go.Scatter(
+                name=name,
+                x=list(times),
+                y=list(values),
+                mode="lines",
+                line={"width": 3},
+                connectgaps=False,
+                # A line at exactly 100% sits on the plot edge: let it draw in full.
+                cliponaxis=False,
+                hovertemplate=_hover_line(name, "%{y:.1f}%"),
+            )
+            for name, values in series.items()
+        ]
+    )
+    figure.update_layout(hovermode="x unified", showlegend=True)
+    figure.update_yaxes(title_text=axis_label, range=PERCENT_RANGE, ticksuffix="%")
+    return apply_theme(figure, title=title)
+
+
+def gpu_hours_figure(
+    times: Sequence[datetime],
+    owned: Sequence[float],
+    allocated: Sequence[float],
+    busy: Sequence[float],
+    *,
+    title: str,
+    owned_label: str,
+    allocated_label: str,
+    busy_label: str,
+    axis_label: str,
+) -> go.Figure:
+    """GPU-hours per bucket: owned as a line, allocated and busy as overlaid bars, busy in front."""
+    _check_lengths("times", times, {"owned": owned, "allocated": allocated, "busy": busy})
+    hover = "%{y:,.1~f} " + axis_label
+    figure = go.Figure(
+        [
+            go.Scatter(
+                name=owned_label,
+                x=list(times),
+                y=list(owned),
+                mode="lines",
+                line={"shape": "hvh", "width": 3, "color": OWNED_COLOR},
+                hovertemplate=_hover_line(owned_label, hover),
+            ),
+            # Overlaid bars are drawn in trace order, so busy (a part of allocated) comes last.
+            go.Bar(
+                name=allocated_label,
+                x=list(times),
+                y=list(allocated),
+                marker={"color": ALLOCATED_COLOR},
+                hovertemplate=_hover_line(allocated_label, hover),
+            ),
+            go.Bar(
+                name=busy_label,
+                x=list(times),
+                y=list(busy),
+                marker={"color": BUSY_COLOR},
+                hovertemplate=_hover_line(busy_label, hover),
+            ),
+        ]
+    )
+    figure.update_layout(barmode="overlay", bargap=0.15, hovermode="x unified", showlegend=True)
+    figure.update_yaxes(title_text=axis_label)
+    return apply_theme(figure, title=title)
+
+
+def department_utilization_figure(
+    names: Sequence[str],
+    utilization_pct: Sequence[float | None],
+    allocation_pct: Sequence[float | None],
+    *,
+    title: str,
+    utilization_label: str,
+    allocation_label: str,
+    axis_label: str,
+) -> go.Figure:
+    """Horizontal grouped bars per department, first department on top, each bar labelled ("45%").
+
+    A None value draws no bar and no label.
+    """
+    _check_lengths("names", names, {"utilization_pct": utilization_pct, "allocation_pct": allocation_pct})
+    figure = go.Figure(
+        [
+            go.Bar(
+                name=label,
+                y=list(names),
+                x=list(values),
+                orientation="h",
+                text=[_percent_text(value) for value in values],
+                textposition="auto",
+                cliponaxis=False,
+                hovertemplate="%{y}<br>" + _hover_line(label, "%{x:.1f}%"),
+            )
+            for label, values in ((utilization_label, utilization_pct), (allocation_label, allocation_pct))
+        ]
+    )
+    figure.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05, showlegend=True)
+    figure.update_xaxes(title_text=axis_label, range=PERCENT_RANGE, ticksuffix="%")
+    # Categories run bottom-up by default; reverse so the list reads top-down in the given order.
+    figure.update_yaxes(autorange="reversed")
+    height_px = _clamp_height(DEPARTMENT_CHROME_PX + DEPARTMENT_ROW_PX * len(names))
+    figure = apply_theme(figure, title=title, height_px=height_px)
+    # The theme assumes vertical values; here x carries them, so the grid moves to x.
+    figure.update_xaxes(gridcolor="#e5e7eb", showgrid=True)
+    figure.update_yaxes(showgrid=False)
+    return figure
+
+
+def node_class_figure(
+    counts: Mapping[str, int],
+    *,
+    title: str,
+    class_labels: Mapping[str, str],
+    axis_label: str,
+) -> go.Figure:
+    """Bars of node counts per class (idle, hot, fluctuating, steady, then any other), with shares.
+
+    When ``counts`` is not empty the four known classes are always shown, with 0 for an absent one,
+    so that "no hot nodes" is visible. A class without a label in ``class_labels`` shows its key.
+    """
+    classes: list[str] = []
+    if counts:
+        classes = list(NODE_CLASS_ORDER) + [key for key in counts if key not in NODE_CLASS_ORDER]
+    values = [counts.get(key, 0) for key in classes]
+    total = sum(values)
+    shares = [_share_text(value, total) for value in values]
+    figure = go.Figure(
+        go.Bar(
+            name=title,
+            x=[class_labels.get(key, key) for key in classes],
+            y=values,
+            marker={"color": [NODE_CLASS_COLORS.get(key, OTHER_NODE_CLASS_COLOR) for key in classes]},
+            text=[f"{value} · {share}" for value, share in zip(values, shares, strict=True)],
+            textposition="outside",
+            cliponaxis=False,
+            customdata=shares,
+            hovertemplate="%{x}<br>%{y} " + axis_label + " · %{customdata}<extra></extra>",
+        )
+    )
+    figure.update_layout(showlegend=False)
+    figure.update_yaxes(title_text=axis_label)
+    return apply_theme(figure, title=title)
+
+
+def heatmap_figure(
+    row_labels: Sequence[str],
+    times: Sequence[datetime],
+    values_pct: Sequence[Sequence[float | None]],
+    *,
+    title: str,
+    colorbar_label: str,
+    missing_label: str,
+) -> go.Figure:
+    """Node x time utilization heatmap (0-100%), first row on top; missing cells are grey.
+
+    ``values_pct[i][j]`` is row ``i`` at ``times[j]``. The height grows with the number of rows.
+    """
+    if len(values_pct) != len(row_labels):
+        raise ValueError(f"values_pct has {len(values_pct)} rows, but row_labels has {len(row_labels)}")
+    for index, row in enumerate(values_pct):
+        if len(row) != len(times):
+            raise ValueError(f"values_pct row {index} has {len(row)} values, but times has {len(times)}")
+    # The hover reads the cell's text, so a missing cell says so instead of showing a blank value.
+    cell_text = [[missing_label if value is None else f"{value:.1f}%" for value in row] for row in values_pct]
+    figure = go.Figure(
+        go.Heatmap(
+            name=title,
+            x=list(times),
+            y=list(row_labels),
+            z=[list(row) for row in values_pct],
+            zmin=PERCENT_RANGE[0],
+            zmax=PERCENT_RANGE[1],
+            colorscale=HEATMAP_COLORSCALE,
+            colorbar={"title": {"text": colorbar_label}, "ticksuffix": "%"},
+            customdata=cell_text,
+            hoverongaps=True,
+            hovertemplate="%{y}<br>%{x}<br>%{customdata}<extra></extra>",
+        )
+    )
+    figure.update_yaxes(autorange="reversed", type="category")
+    height_px = _clamp_height(HEATMAP_CHROME_PX + HEATMAP_ROW_PX * len(row_labels))
+    figure = apply_theme(figure, title=title, height_px=height_px)
+    figure.update_layout(plot_bgcolor=HEATMAP_MISSING_COLOR)
+    figure.update_yaxes(showgrid=False)
+    return figure
+
+
+def job_timeseries_figure(
+    times: Sequence[datetime],
+    series: Mapping[str, Sequence[float | None]],
+    units: Mapping[str, str],
+    *,
+    title: str,
+) -> go.Figure:
+    """A job's metrics over time: one row per series, stacked, all sharing the time axis.
+
+    ``units`` maps a series name to its unit for the hover ("%", "MiB", "W"); a series with unit
+    "%" gets a 0-100 axis. A series without a unit shows bare values.
+    """
+    _check_lengths("times", times, series)
+    if not series:
+        return apply_theme(go.Figure(), title=title, height_px=MIN_HEIGHT_PX)
+    figure = make_subplots(
+        rows=len(series),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=min(0.06, 0.3 / len(series)),
+    )
+    for row, (name, values) in enumerate(series.items(), start=1):
+        unit = units.get(name, "")
+        is_percent = unit == "%"
+        value_text = "%{y:.1f}%" if is_percent else ("%{y:,.1~f} " + unit).rstrip()
+        figure.add_trace(
+            go.Scatter(
+                name=name,
+                x=list(times),
+                y=list(values),
+                mode="lines",
+                line={"width": 2},
+                connectgaps=False,
+                hovertemplate=_hover_line(name, value_text),
+            ),
+            row=row,
+            col=1,
+        )
+        figure.update_yaxes(title_text=name, row=row, col=1)
+        if is_percent:
+            figure.update_yaxes(range=PERCENT_RANGE, ticksuffix="%", row=row, col=1)
+    figure.update_layout(showlegend=False, hovermode="x unified")
+    height_px = _clamp_height(JOB_CHROME_PX + JOB_ROW_PX * len(series))
+    return apply_theme(figure, title=title, height_px=height_px)
+
+
+def _check_lengths(
+    reference_name: str, reference: Sequence[object], sequences: Mapping[str, Sequence[object]]
+) -> None:
+    """Raise ValueError when a sequence does not have one value per item of ``reference``."""
+    for name, values in sequences.items():
+        if len(values) != len(reference):
+            raise ValueError(f"{name!r} has {len(values)} values, but {reference_name} has {len(reference)}")
+
+
+def _hover_line(name: str, value_template: str) -> str:
+    # Unified hover shows only the template's text, so the series name goes in it explicitly.
+    return f"{name}: {value_template}<extra></extra>"
+
+
+def _percent_text(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}%"
+
+
+def _share_text(count: int, total: int) -> str:
+    if total == 0:
+        return "0%"
+    share_pct = 100 * count / total
+    # A handful of nodes in a large cluster must not read as "0%".
+    if 0 < share_pct < 1:
+        return "<1%"
+    return f"{share_pct:.0f}%"
+
+
+def _clamp_height(height_px: int) -> int:
+    return max(MIN_HEIGHT_PX, min(MAX_HEIGHT_PX, height_px))

@@ -1,0 +1,106 @@
+"""Forms shared by pages and API: the time-range picker."""
+
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+
+from django import forms
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+PRESETS = {
+    "24h": (timedelta(hours=24), _("Last 24 hours")),
+    "7d": (timedelta(days=7), _("Last 7 days")),
+    "14d": (timedelta(days=14), _("Last 14 days (one cycle)")),
+    "30d": (timedelta(days=30), _("Last 30 days")),
+    "90d": (timedelta(days=90), _("Last 90 days")),
+}
+DEFAULT_RANGE = "7d"
+MAX_CUSTOM_DAYS = 400
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A half-open UTC interval [start, end) on whole hours, as the rollups are."""
+
+    key: str  # a preset key, or "custom"
+    start: datetime
+    end: datetime
+
+    @property
+    def duration(self) -> timedelta:
+        return self.end - self.start
+
+    @property
+    def bucket(self) -> str:
+        """Chart resolution: hours up to a week, days beyond (a readable number of points)."""
+        return "hour" if self.duration <= timedelta(days=7) else "day"
+
+    @property
+    def bucket_seconds(self) -> int:
+        return 3600 if self.bucket == "hour" else 86400
+
+    def previous(self) -> "TimeRange":
+        """The period of the same length just before, for trends."""
+        return TimeRange(self.key, self.start - self.duration, self.start)
+
+    def query(self) -> str:
+        """URL parameters that reproduce this range (shared links show the same numbers)."""
+        if self.key != "custom":
+            return f"range={self.key}"
+        tz = timezone.get_current_timezone()
+        start = self.start.astimezone(tz).date()
+        end = (self.end.astimezone(tz) - timedelta(days=1)).date()
+        return f"range=custom&start={start.isoformat()}&end={end.isoformat()}"
+
+
+def _floor_hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+class RangeForm(forms.Form):
+    """``?range=7d`` (a preset) or ``?range=custom&start=2026-11-01&end=2026-11-14`` (days in the
+    display time zone, both inclusive). Presets end with the current, partial hour."""
+
+    range = forms.ChoiceField(
+        label=_("Range"),
+        choices=[*((key, label) for key, (_, label) in PRESETS.items()), ("custom", _("Custom"))],
+        required=False,
+    )
+    start = forms.DateField(label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(label=_("To"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, data=None, *, now: datetime | None = None, **kwargs):
+        super().__init__(data, **kwargs)
+        self.now = now or timezone.now()
+
+    def clean(self):
+        cleaned = super().clean()
+        key = cleaned.get("range") or DEFAULT_RANGE
+        if key != "custom":
+            end = _floor_hour(self.now) + timedelta(hours=1)
+            cleaned["time_range"] = TimeRange(key, end - PRESETS[key][0], end)
+            return cleaned
+        start_day, end_day = cleaned.get("start"), cleaned.get("end")
+        if start_day is None or end_day is None:
+            raise forms.ValidationError(_("A custom range needs a start and an end date."))
+        if end_day < start_day:
+            raise forms.ValidationError(_("The end date is before the start date."))
+        if (end_day - start_day).days + 1 > MAX_CUSTOM_DAYS:
+            raise forms.ValidationError(
+                _("A range can cover at most %(days)s days."), params={"days": MAX_CUSTOM_DAYS}
+            )
+        tz = timezone.get_current_timezone()
+        start = datetime.combine(start_day, time.min, tzinfo=tz)
+        end = datetime.combine(end_day + timedelta(days=1), time.min, tzinfo=tz)
+        cleaned["time_range"] = TimeRange("custom", _floor_hour(start), _floor_hour(end))
+        return cleaned
+
+
+def time_range_from_request(params, *, now: datetime | None = None) -> tuple[RangeForm, TimeRange | None]:
+    """The bound range form and its range (None when the parameters are invalid)."""
+    form = RangeForm(params or None, now=now)
+    if not params or not form.is_bound:
+        form = RangeForm({"range": DEFAULT_RANGE}, now=now)
+    if form.is_valid():
+        return form, form.cleaned_data["time_range"]
+    return form, None

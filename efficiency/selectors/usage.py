@@ -1,0 +1,393 @@
+"""Utilization and allocation as pages, exports and the API need them, read from the rollups.
+
+All numbers come from ``efficiency.analysis.usage`` definitions over ``NodeHour`` (capacity,
+coverage, cluster busy time), ``DepartmentHour`` (what each department's jobs held and used) and
+``JobHour`` (per job). Nothing here reads raw samples, except the per-job and per-GPU views of
+one job or node, which are bounded by that job or node.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Avg, F, FloatField, Q, QuerySet, Sum
+from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
+from django.utils import timezone
+
+from efficiency.analysis.idle import IdleHour, find_idle_stretches
+from efficiency.analysis.usage import UsageTotals
+from efficiency.forms import TimeRange
+from efficiency.models import (
+    Department,
+    DepartmentHour,
+    GpuSample,
+    Job,
+    JobHour,
+    Node,
+    NodeClassification,
+    NodeHour,
+)
+from efficiency.scoping import User, scope_queryset
+
+_NODE_SUMS = {
+    "available": Sum("available_gpu_s"),
+    "allocated": Sum("allocated_gpu_s"),
+    "sampled": Sum("sampled_gpu_s"),
+    "busy": Sum("busy_gpu_s"),
+}
+
+
+def _totals(row: dict) -> UsageTotals:
+    return UsageTotals(
+        available_gpu_s=row.get("available") or 0.0,
+        allocated_gpu_s=row.get("allocated") or 0.0,
+        sampled_gpu_s=row.get("sampled") or 0.0,
+        busy_gpu_s=row.get("busy") or 0.0,
+    )
+
+
+def _trunc(bucket: str, field: str = "hour"):
+    if bucket == "hour":
+        return TruncHour(field)
+    return TruncDay(field, tzinfo=timezone.get_current_timezone())
+
+
+def node_hours(*, user: User, time_range: TimeRange) -> QuerySet[NodeHour]:
+    return scope_queryset(NodeHour.objects.between(time_range.start, time_range.end), user)
+
+
+def cluster_usage(*, user: User, time_range: TimeRange) -> UsageTotals:
+    """Totals over every node the user may see (the whole cluster for the committee)."""
+    return _totals(node_hours(user=user, time_range=time_range).aggregate(**_NODE_SUMS))
+
+
+@dataclass(frozen=True)
+class UsagePoint:
+    """One bucket (hour or day) of a usage series."""
+
+    time: datetime
+    totals: UsageTotals
+    bucket_seconds: int
+
+    @property
+    def gpus_available(self) -> float:
+        return self.totals.available_gpu_s / self.bucket_seconds
+
+    @property
+    def gpus_allocated(self) -> float:
+        return self.totals.allocated_gpu_s / self.bucket_seconds
+
+
+def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoint]:
+    """Totals per hour (ranges up to a week) or day: utilization trend and water level."""
+    rows = (
+        node_hours(user=user, time_range=time_range)
+        .annotate(bucket=_trunc(time_range.bucket))
+        .values("bucket")
+        .annotate(**_NODE_SUMS)
+        .order_by("bucket")
+    )
+    return [UsagePoint(row["bucket"], _totals(row), time_range.bucket_seconds) for row in rows]
+
+
+@dataclass(frozen=True)
+class DepartmentUsage:
+    department: Department
+    totals: UsageTotals
+    job_count: int = 0
+
+
+def _department_parts(user: User, time_range: TimeRange, department: Department | None = None):
+    """Owned capacity/coverage per department from NodeHour, use per department from DepartmentHour."""
+    owned = node_hours(user=user, time_range=time_range).filter(owner_department__isnull=False)
+    used = scope_queryset(DepartmentHour.objects.between(time_range.start, time_range.end), user)
+    if department is not None:
+        owned = owned.filter(owner_department=department)
+        used = used.filter(department=department)
+    return owned, used
+
+
+def department_usage_list(*, user: User, time_range: TimeRange) -> list[DepartmentUsage]:
+    """Per department: owned GPU-hours and coverage, its jobs' allocated and busy GPU-hours."""
+    owned, used = _department_parts(user, time_range)
+    capacity = {
+        row["owner_department"]: row
+        for row in owned.values("owner_department")
+        .annotate(available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s"))
+        .order_by()
+    }
+    use = {
+        row["department"]: row
+        for row in used.values("department")
+        .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
+        .order_by()
+    }
+    departments = scope_queryset(Department.objects.all(), user)
+    return [
+        DepartmentUsage(
+            department,
+            UsageTotals(
+                available_gpu_s=(capacity.get(department.pk) or {}).get("available") or 0.0,
+                allocated_gpu_s=(use.get(department.pk) or {}).get("allocated") or 0.0,
+                sampled_gpu_s=(capacity.get(department.pk) or {}).get("sampled") or 0.0,
+                busy_gpu_s=(use.get(department.pk) or {}).get("busy") or 0.0,
+            ),
+        )
+        for department in departments
+    ]
+
+
+def department_usage(*, user: User, department: Department, time_range: TimeRange) -> UsageTotals:
+    owned, used = _department_parts(user, time_range, department)
+    capacity = owned.aggregate(available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s"))
+    use = used.aggregate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
+    return _totals({**capacity, **use})
+
+
+def department_usage_series(*, user: User, department: Department, time_range: TimeRange) -> list[UsagePoint]:
+    owned, used = _department_parts(user, time_range, department)
+    trunc = _trunc(time_range.bucket)
+    by_bucket: dict[datetime, dict] = defaultdict(dict)
+    for row in (
+        owned.annotate(bucket=trunc)
+        .values("bucket")
+        .annotate(available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s"))
+        .order_by()
+    ):
+        by_bucket[row["bucket"]].update(row)
+    for row in (
+        used.annotate(bucket=trunc)
+        .values("bucket")
+        .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
+        .order_by()
+    ):
+        by_bucket[row["bucket"]].update(row)
+    return [
+        UsagePoint(bucket, _totals(row), time_range.bucket_seconds)
+        for bucket, row in sorted(by_bucket.items())
+    ]
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    nodes: list[str]
+    times: list[datetime]
+    values_pct: list[list[float | None]]  # one row per node; None = no samples
+
+
+def department_heatmap(*, user: User, department: Department, time_range: TimeRange) -> Heatmap:
+    """Utilization of each owned node per hour or day (None where nothing was sampled)."""
+    owned, _ = _department_parts(user, time_range, department)
+    rows = (
+        owned.annotate(bucket=_trunc(time_range.bucket))
+        .values("node__hostname", "bucket")
+        .annotate(sampled=Sum("sampled_gpu_s"), busy=Sum("busy_gpu_s"))
+        .order_by("node__hostname", "bucket")
+    )
+    cells: dict[str, dict[datetime, float | None]] = defaultdict(dict)
+    times: set[datetime] = set()
+    for row in rows:
+        utilization = UsageTotals(
+            sampled_gpu_s=row["sampled"] or 0.0, busy_gpu_s=row["busy"] or 0.0
+        ).utilization
+        cells[row["node__hostname"]][row["bucket"]] = (
+            None if utilization is None else round(utilization * 100, 1)
+        )
+        times.add(row["bucket"])
+    ordered_times = sorted(times)
+    nodes = sorted(cells)
+    return Heatmap(nodes, ordered_times, [[cells[node].get(t) for t in ordered_times] for node in nodes])
+
+
+@dataclass(frozen=True)
+class JobUsage:
+    job: Job
+    totals: UsageTotals  # allocated and busy of this job within the range
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.totals.allocated_gpu_hours
+
+    @property
+    def efficiency(self) -> float | None:
+        """Busy share of what the job held (its utilization)."""
+        if self.totals.allocated_gpu_s <= 0:
+            return None
+        return min(self.totals.busy_gpu_s / self.totals.allocated_gpu_s, 1.0)
+
+
+def job_usage_list(
+    *, user: User, time_range: TimeRange, department: Department | None = None, limit: int | None = 200
+) -> list[JobUsage]:
+    """Jobs that held GPUs in the range, largest first, with their GPU-hours and efficiency."""
+    hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
+    if department is not None:
+        hours = hours.filter(job__department=department)
+    sums = (
+        hours.values("job")
+        .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
+        .order_by("-allocated", "job")
+    )
+    if limit is not None:
+        sums = sums[:limit]
+    sums = list(sums)
+    jobs = Job.objects.select_related("department", "cluster").in_bulk([row["job"] for row in sums])
+    return [
+        JobUsage(
+            jobs[row["job"]],
+            UsageTotals(allocated_gpu_s=row["allocated"] or 0.0, busy_gpu_s=row["busy"] or 0.0),
+        )
+        for row in sums
+        if row["job"] in jobs
+    ]
+
+
+@dataclass(frozen=True)
+class IdleAllocation:
+    """A job that held GPUs while they stayed below the idle threshold for a long stretch."""
+
+    job: Job
+    start: datetime
+    end: datetime
+    idle_hours: int
+    wasted_gpu_hours: float
+
+
+def idle_allocation_list(
+    *,
+    user: User,
+    time_range: TimeRange,
+    department: Department | None = None,
+    min_hours: int = 2,
+    idle_below_pct: float = 1.0,
+) -> list[IdleAllocation]:
+    """Stretches of at least ``min_hours`` consecutive hours in which a job's GPUs were below
+    ``idle_below_pct`` busy, with the GPU-hours they held meanwhile (wasted), largest first."""
+    hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
+    if department is not None:
+        hours = hours.filter(job__department=department)
+    # Only idle hours leave the database: a busy cluster has few of them.
+    idle = hours.filter(allocated_gpu_s__gt=0).filter(
+        busy_gpu_s__lt=F("allocated_gpu_s") * (idle_below_pct / 100.0)
+    )
+    rows = [
+        IdleHour(job_id, hour, allocated)
+        for job_id, hour, allocated in idle.values_list("job", "hour", "allocated_gpu_s").order_by(
+            "job", "hour"
+        )
+    ]
+    stretches = find_idle_stretches(rows, min_hours=min_hours)
+    jobs = Job.objects.select_related("department").in_bulk({s.job_id for s in stretches})
+    return [
+        IdleAllocation(jobs[s.job_id], s.start, s.end, s.hours, s.allocated_gpu_s / 3600)
+        for s in stretches
+        if s.job_id in jobs
+    ]
+
+
+def node_class_counts(*, user: User) -> tuple[dict[str, int], datetime | None]:
+    """Nodes per class in the latest classification cycle, and that cycle's end."""
+    latest = (
+        scope_queryset(NodeClassification.objects.all(), user)
+        .order_by("-cycle_end")
+        .values_list("cycle_end", flat=True)
+        .first()
+    )
+    if latest is None:
+        return {}, None
+    counts: dict[str, int] = defaultdict(int)
+    for node_class in scope_queryset(NodeClassification.objects.filter(cycle_end=latest), user).values_list(
+        "node_class", flat=True
+    ):
+        counts[node_class] += 1
+    return dict(counts), latest
+
+
+def node_usage(*, node: Node, time_range: TimeRange) -> UsageTotals:
+    return _totals(
+        NodeHour.objects.filter(node=node).between(time_range.start, time_range.end).aggregate(**_NODE_SUMS)
+    )
+
+
+def node_usage_series(*, node: Node, time_range: TimeRange) -> list[UsagePoint]:
+    rows = (
+        NodeHour.objects.filter(node=node)
+        .between(time_range.start, time_range.end)
+        .annotate(bucket=_trunc(time_range.bucket))
+        .values("bucket")
+        .annotate(**_NODE_SUMS)
+        .order_by("bucket")
+    )
+    return [UsagePoint(row["bucket"], _totals(row), time_range.bucket_seconds) for row in rows]
+
+
+def node_classification_history(*, node: Node) -> QuerySet[NodeClassification]:
+    return NodeClassification.objects.filter(node=node).order_by("-cycle_end")[:20]
+
+
+@dataclass(frozen=True)
+class GpuUsage:
+    index: int
+    utilization_pct: float | None
+    samples: int
+
+
+def node_gpu_usage(*, node: Node, time_range: TimeRange) -> list[GpuUsage]:
+    """Average activity per GPU from raw samples (only within the raw retention window)."""
+    activity = Coalesce("gr_engine_active_pct", "util_pct")
+    rows = (
+        GpuSample.objects.filter(node=node, ts__gte=time_range.start, ts__lt=time_range.end)
+        .values("gpu_index")
+        .annotate(activity=Avg(Cast(activity, FloatField())), samples=Sum(1))
+        .order_by("gpu_index")
+    )
+    found = {row["gpu_index"]: row for row in rows}
+    return [
+        GpuUsage(
+            index,
+            None if found.get(index, {}).get("activity") is None else round(found[index]["activity"], 1),
+            found.get(index, {}).get("samples") or 0,
+        )
+        for index in range(node.gpu_count)
+    ]
+
+
+@dataclass(frozen=True)
+class JobSeries:
+    times: list[datetime]
+    activity_pct: list[float | None]
+    sm_active_pct: list[float | None]
+    fb_used_mib: list[float | None]
+    power_w: list[float | None]
+
+
+def job_metric_series(*, job: Job, max_points: int = 400) -> JobSeries:
+    """A job's GPUs over its run: mean activity, SM active, memory and power per time step.
+
+    Read from raw samples of the job's nodes while it ran (a node shared with other jobs
+    mixes them in: exact for whole-node jobs). Empty once the samples passed retention.
+    """
+    if job.started_at is None:
+        return JobSeries([], [], [], [], [])
+    end = job.ended_at or timezone.now()
+    seconds = max((end - job.started_at).total_seconds(), 1)
+    step = max(60, int(seconds / max_points) // 60 * 60)
+    samples = GpuSample.objects.filter(
+        Q(node__in=job.nodes.all()), ts__gte=job.started_at, ts__lt=end
+    ).values_list("ts", "gr_engine_active_pct", "util_pct", "sm_active_pct", "fb_used_mib", "power_w")
+    buckets: dict[datetime, list[list[float]]] = defaultdict(lambda: [[], [], [], []])
+    for ts, gr, util, sm, fb, power in samples.iterator(chunk_size=5000):
+        bucket = datetime.fromtimestamp(ts.timestamp() // step * step, tz=ts.tzinfo)
+        values = buckets[bucket]
+        for position, value in enumerate((gr if gr is not None else util, sm, fb, power)):
+            if value is not None:
+                values[position].append(value)
+    times = sorted(buckets)
+
+    def mean(position: int) -> list[float | None]:
+        return [
+            round(sum(buckets[t][position]) / len(buckets[t][position]), 1) if buckets[t][position] else None
+            for t in times
+        ]
+
+    return JobSeries(times, mean(0), mean(1), mean(2), mean(3))

@@ -1,0 +1,257 @@
+"""Utilization pages: cluster overview, and the usage parts of department, node and job pages."""
+
+import csv
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from efficiency.analysis.usage import change_points, percent
+from efficiency.charts import usage as charts
+from efficiency.choices import Role
+from efficiency.forms import TimeRange, time_range_from_request
+from efficiency.selectors import usage
+from efficiency.views.helpers import role_required
+
+NODE_CLASS_LABELS = {
+    "idle": _("Idle"),
+    "hot": _("Hot"),
+    "fluctuating": _("Fluctuating"),
+    "steady": _("Steady"),
+    "unknown": _("Unknown"),
+}
+
+
+def class_labels() -> dict[str, str]:
+    return {key: _(label) for key, label in NODE_CLASS_LABELS.items()}
+
+
+def range_or_400(request: HttpRequest, template: str):
+    """The requested time range, or a 400 page showing the form with its errors."""
+    form, time_range = time_range_from_request(request.GET)
+    if time_range is None:
+        return form, None, render(request, template, {"range_form": form, "range_invalid": True}, status=400)
+    return form, time_range, None
+
+
+def local_times(times) -> list:
+    """Times in the display zone: plotly.js draws the clock time as written, ignoring offsets."""
+    return [timezone.localtime(t) for t in times]
+
+
+def trend_charts(points: list[usage.UsagePoint], *, title_suffix: str = "") -> dict:
+    """The utilization trend and water level of a usage series."""
+    times = local_times(p.time for p in points)
+    return {
+        "trend_figure": charts.utilization_trend_figure(
+            times,
+            {
+                _("Utilization"): [percent(p.totals.utilization) for p in points],
+                _("Allocation rate"): [percent(p.totals.allocation_rate) for p in points],
+            },
+            title=_("Utilization and allocation rate") + title_suffix,
+            axis_label=_("Share of GPU time"),
+        ),
+        "water_level_figure": charts.water_level_figure(
+            times,
+            [round(p.gpus_allocated, 1) for p in points],
+            [round(p.gpus_available, 1) for p in points],
+            title=_("Water level: GPUs allocated of GPUs available"),
+            allocated_label=_("GPUs allocated"),
+            total_label=_("GPUs available"),
+            axis_label=_("GPUs"),
+        ),
+    }
+
+
+@role_required(Role.COMMITTEE, Role.PLATFORM_ADMIN)
+def cluster_overview_view(request: HttpRequest) -> HttpResponse:
+    """Cluster-wide utilization, allocation, water level, departments and node classes."""
+    template = "efficiency/usage/overview.html"
+    form, time_range, invalid = range_or_400(request, template)
+    if invalid:
+        return invalid
+    user = request.user
+    totals = usage.cluster_usage(user=user, time_range=time_range)
+    previous = usage.cluster_usage(user=user, time_range=time_range.previous())
+    departments = usage.department_usage_list(user=user, time_range=time_range)
+    if request.GET.get("export") == "csv":
+        return department_usage_csv(departments, time_range)
+    class_counts, classified_until = usage.node_class_counts(user=user)
+    ranked = sorted(departments, key=lambda d: d.totals.utilization or 0, reverse=True)
+    context = {
+        "range_form": form,
+        "time_range": time_range,
+        "totals": totals,
+        "utilization_change": change_points(totals.utilization, previous.utilization),
+        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+        "departments": departments,
+        "department_figure": charts.department_utilization_figure(
+            [d.department.name for d in ranked],
+            [percent(d.totals.utilization) for d in ranked],
+            [percent(d.totals.allocation_rate) for d in ranked],
+            title=_("Utilization and allocation rate per department"),
+            utilization_label=_("Utilization"),
+            allocation_label=_("Allocation rate"),
+            axis_label=_("Share of GPU time"),
+        ),
+        "class_figure": charts.node_class_figure(
+            class_counts, title=_("Node classes"), class_labels=class_labels(), axis_label=_("Nodes")
+        ),
+        "classified_until": classified_until,
+        **trend_charts(usage.cluster_usage_series(user=user, time_range=time_range)),
+    }
+    return render(request, template, context)
+
+
+def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: TimeRange) -> HttpResponse:
+    return csv_response(
+        f"department-usage-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        [
+            _("Department"),
+            _("Code"),
+            _("Available GPU-hours"),
+            _("Allocated GPU-hours"),
+            _("Busy GPU-hours"),
+            _("Allocation rate (%)"),
+            _("Utilization (%)"),
+            _("Coverage (%)"),
+        ],
+        [
+            [
+                d.department.name,
+                d.department.code,
+                round(d.totals.available_gpu_hours, 1),
+                round(d.totals.allocated_gpu_hours, 1),
+                round(d.totals.busy_gpu_hours, 1),
+                percent(d.totals.allocation_rate),
+                percent(d.totals.utilization),
+                percent(d.totals.coverage),
+            ]
+            for d in departments
+        ],
+    )
+
+
+def csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
+    """A CSV download (UTF-8 with BOM so that spreadsheet programs read Chinese names right)."""
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response.write("\ufeff")
+    writer = csv.writer(response)
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(["" if value is None else _csv_safe(value) for value in row])
+    return response
+
+
+def _csv_safe(value):
+    # A cell starting with = + - @ is run as a formula by spreadsheet programs (CSV injection).
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
+        return "'" + value
+    return value
+
+
+def department_usage_context(request: HttpRequest, department, time_range: TimeRange) -> dict:
+    """The usage part of the department page (its heads, the committee, admins)."""
+    user = request.user
+    totals = usage.department_usage(user=user, department=department, time_range=time_range)
+    previous = usage.department_usage(user=user, department=department, time_range=time_range.previous())
+    points = usage.department_usage_series(user=user, department=department, time_range=time_range)
+    heatmap = usage.department_heatmap(user=user, department=department, time_range=time_range)
+    hours = time_range.bucket_seconds / 3600
+    times = local_times(p.time for p in points)
+    return {
+        "totals": totals,
+        "utilization_change": change_points(totals.utilization, previous.utilization),
+        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+        "gpu_hours_figure": charts.gpu_hours_figure(
+            times,
+            [round(p.totals.available_gpu_hours, 1) for p in points],
+            [round(p.totals.allocated_gpu_hours, 1) for p in points],
+            [round(p.totals.busy_gpu_hours, 1) for p in points],
+            title=_("GPU-hours: owned, allocated, busy"),
+            owned_label=_("Owned"),
+            allocated_label=_("Allocated"),
+            busy_label=_("Busy"),
+            axis_label=_("GPU-hours per hour") if hours == 1 else _("GPU-hours per day"),
+        ),
+        "trend_figure": charts.utilization_trend_figure(
+            times,
+            {
+                _("Utilization"): [percent(p.totals.utilization) for p in points],
+                _("Allocation rate"): [percent(p.totals.allocation_rate) for p in points],
+            },
+            title=_("Utilization and allocation rate"),
+            axis_label=_("Share of GPU time"),
+        ),
+        "heatmap_figure": charts.heatmap_figure(
+            heatmap.nodes,
+            local_times(heatmap.times),
+            heatmap.values_pct,
+            title=_("Utilization per node and hour") if hours == 1 else _("Utilization per node and day"),
+            colorbar_label=_("Utilization"),
+            missing_label=_("no samples"),
+        ),
+        "jobs_usage": usage.job_usage_list(user=user, time_range=time_range, department=department, limit=50),
+        "idle_allocations": usage.idle_allocation_list(
+            user=user, time_range=time_range, department=department
+        )[:50],
+    }
+
+
+def jobs_usage_csv(jobs: list[usage.JobUsage], time_range: TimeRange, code: str) -> HttpResponse:
+    return csv_response(
+        f"jobs-{code}-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        [
+            _("Job"),
+            _("Name"),
+            _("User"),
+            _("State"),
+            _("GPUs"),
+            _("GPU-hours"),
+            _("Busy GPU-hours"),
+            _("Efficiency (%)"),
+        ],
+        [
+            [
+                j.job.external_id,
+                j.job.name,
+                j.job.user_name,
+                j.job.get_state_display(),
+                j.job.gpu_count,
+                round(j.gpu_hours, 2),
+                round(j.totals.busy_gpu_hours, 2),
+                percent(j.efficiency),
+            ]
+            for j in jobs
+        ],
+    )
+
+
+def idle_allocations_csv(idle: list[usage.IdleAllocation], time_range: TimeRange, code: str) -> HttpResponse:
+    return csv_response(
+        f"idle-allocations-{code}-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        [
+            _("Job"),
+            _("Name"),
+            _("User"),
+            _("Idle from"),
+            _("Idle until"),
+            _("Idle hours"),
+            _("GPU-hours wasted"),
+        ],
+        [
+            [
+                i.job.external_id,
+                i.job.name,
+                i.job.user_name,
+                timezone.localtime(i.start).isoformat(),
+                timezone.localtime(i.end).isoformat(),
+                i.idle_hours,
+                round(i.wasted_gpu_hours, 2),
+            ]
+            for i in idle
+        ],
+    )
