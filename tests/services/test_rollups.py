@@ -101,7 +101,7 @@ def test_retention_drops_old_raw_samples_but_keeps_rollups(setup, settings):
 
 
 def test_job_hours_sum_a_jobs_share_over_its_nodes(setup):
-    cluster, node, owner, user = setup
+    cluster, _, owner, _ = setup
     other = NodeFactory(cluster=cluster, hostname="gpu-002", gpu_count=8, owner_department=owner)
     gpu_readings_ingest(cluster=cluster, readings=readings(T0, gr=50.0), interval_s=60, now=NOW)
     record = JobRecord(
