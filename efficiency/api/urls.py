@@ -15,5 +15,7 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("sources/<int:pk>/logs/", views.LogPushView.as_view(), name="log-push"),
+    path("usage/", views.UsageSummaryView.as_view(), name="usage-summary"),
+    path("usage/idle-allocations/", views.IdleAllocationView.as_view(), name="idle-allocations"),
     *router.urls,
 ]

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Avg, F, FloatField, Q, QuerySet, Sum
+from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
@@ -63,19 +63,20 @@ def cluster_usage(*, user: User, time_range: TimeRange) -> UsageTotals:
 
 @dataclass(frozen=True)
 class UsagePoint:
-    """One bucket (hour or day) of a usage series."""
+    """One bucket (hour or day) of a usage series; ``seconds`` is how much of it has data
+    (a range can start or end inside a day), so averages of partial buckets stay right."""
 
     time: datetime
     totals: UsageTotals
-    bucket_seconds: int
+    seconds: float
 
     @property
     def gpus_available(self) -> float:
-        return self.totals.available_gpu_s / self.bucket_seconds
+        return self.totals.available_gpu_s / self.seconds if self.seconds else 0.0
 
     @property
     def gpus_allocated(self) -> float:
-        return self.totals.allocated_gpu_s / self.bucket_seconds
+        return self.totals.allocated_gpu_s / self.seconds if self.seconds else 0.0
 
 
 def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoint]:
@@ -84,10 +85,10 @@ def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoin
         node_hours(user=user, time_range=time_range)
         .annotate(bucket=_trunc(time_range.bucket))
         .values("bucket")
-        .annotate(**_NODE_SUMS)
+        .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
         .order_by("bucket")
     )
-    return [UsagePoint(row["bucket"], _totals(row), time_range.bucket_seconds) for row in rows]
+    return [UsagePoint(row["bucket"], _totals(row), row["hours"] * 3600) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,9 @@ def department_usage_series(*, user: User, department: Department, time_range: T
     for row in (
         owned.annotate(bucket=trunc)
         .values("bucket")
-        .annotate(available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s"))
+        .annotate(
+            hours=Count("hour", distinct=True), available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s")
+        )
         .order_by()
     ):
         by_bucket[row["bucket"]].update(row)
@@ -163,7 +166,7 @@ def department_usage_series(*, user: User, department: Department, time_range: T
     ):
         by_bucket[row["bucket"]].update(row)
     return [
-        UsagePoint(bucket, _totals(row), time_range.bucket_seconds)
+        UsagePoint(bucket, _totals(row), row.get("hours", 0) * 3600)
         for bucket, row in sorted(by_bucket.items())
     ]
 
@@ -315,10 +318,10 @@ def node_usage_series(*, node: Node, time_range: TimeRange) -> list[UsagePoint]:
         .between(time_range.start, time_range.end)
         .annotate(bucket=_trunc(time_range.bucket))
         .values("bucket")
-        .annotate(**_NODE_SUMS)
+        .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
         .order_by("bucket")
     )
-    return [UsagePoint(row["bucket"], _totals(row), time_range.bucket_seconds) for row in rows]
+    return [UsagePoint(row["bucket"], _totals(row), row["hours"] * 3600) for row in rows]
 
 
 def node_classification_history(*, node: Node) -> QuerySet[NodeClassification]:

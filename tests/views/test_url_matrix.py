@@ -16,12 +16,14 @@ A_ONLY = {"anonymous": 302, "no_role": 404, "head_a": 200, "head_b": 404, "commi
 API_A_ONLY = {**A_ONLY, "anonymous": 401}
 PUBLIC = dict.fromkeys(ROLES, 200)
 ADMIN_ONLY = {**dict.fromkeys(ROLES, 302), "admin": 200}
+COMMITTEE_PAGE = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "committee": 200, "admin": 200}
 ADMIN_PAGE = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "admin": 200}
 ADMIN_API = {**ADMIN_PAGE, "anonymous": 401}
 
 # url name -> (method, path built from the org fixture, expected status per role)
 MATRIX = {
     "efficiency:home": ("get", lambda o: "/", PAGE),
+    "efficiency:usage-overview": ("get", lambda o: "/usage/", COMMITTEE_PAGE),
     "efficiency:department-list": ("get", lambda o: "/departments/", PAGE),
     "efficiency:department-detail": ("get", lambda o: f"/departments/{o.dept_a.code}/", A_ONLY),
     "efficiency:node-list": ("get", lambda o: "/nodes/", PAGE),
@@ -43,6 +45,8 @@ MATRIX = {
     "api:job-detail": ("get", lambda o: f"/api/v1/jobs/{o.job_a.pk}/", API_A_ONLY),
     "efficiency:source-list": ("get", lambda o: "/sources/", ADMIN_PAGE),
     "efficiency:source-detail": ("get", lambda o: f"/sources/{o.source.pk}/", ADMIN_PAGE),
+    "api:usage-summary": ("get", lambda o: "/api/v1/usage/?range=24h", API),
+    "api:idle-allocations": ("get", lambda o: "/api/v1/usage/idle-allocations/", API),
     "api:log-push": ("post", lambda o: f"/api/v1/sources/{o.source.pk}/logs/", ADMIN_API),
     "admin:index": ("get", lambda o: "/admin/", ADMIN_ONLY),
 }
