@@ -1,0 +1,156 @@
+"""Usage numbers from samples and jobs through ingest, rollups and selectors, checked by hand.
+
+Cluster over [T0, T0 + 2 h), now = T0 + 1 day:
+- gpu-001 (vision, 8 GPUs): hour 0 all GPUs sampled at 50% busy; hour 1 only GPUs 0-3 sampled,
+  at 100% busy (coverage 50%). A radar job holds all 8 GPUs from 0:30 to 1:30.
+- gpu-002 (radar) is added at T0 + 12 h: nothing available in the range.
+- gpu-003 (vision) is retired at T0 + 6 h and sends no samples: available but not covered.
+"""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from efficiency.choices import JobSource, JobState, MappingKind
+from efficiency.collectors.records import GpuReading, JobRecord
+from efficiency.forms import TimeRange
+from efficiency.selectors import usage
+from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
+from efficiency.services.rollups import rollups_refresh
+from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
+
+T0 = datetime(2026, 11, 20, 0, tzinfo=UTC)
+NOW = T0 + timedelta(days=1)
+RANGE = TimeRange("custom", T0, T0 + timedelta(hours=2))
+
+
+def _readings(host, start, gpus, activity_pct, minutes=60):
+    return [
+        GpuReading(
+            host,
+            gpu,
+            int((start + timedelta(minutes=m)).timestamp() * 1000),
+            gr_engine_active_pct=activity_pct,
+        )
+        for m in range(minutes)
+        for gpu in gpus
+    ]
+
+
+@pytest.fixture
+def world(db, settings):
+    settings.PORTAL_RAW_RETENTION_DAYS = 3650
+    cluster = ClusterFactory(slug="hand")
+    vision, radar = DepartmentFactory(code="vision"), DepartmentFactory(code="radar")
+    DepartmentMappingFactory(kind=MappingKind.SLURM_ACCOUNT, value="radar", department=radar)
+    NodeFactory(cluster=cluster, hostname="gpu-001", owner_department=vision)
+    NodeFactory(
+        cluster=cluster, hostname="gpu-002", owner_department=radar, in_service_from=T0 + timedelta(hours=12)
+    )
+    NodeFactory(
+        cluster=cluster, hostname="gpu-003", owner_department=vision, in_service_until=T0 + timedelta(hours=6)
+    )
+    readings = _readings("gpu-001", T0, range(8), 50.0) + _readings(
+        "gpu-001", T0 + timedelta(hours=1), range(4), 100.0
+    )
+    gpu_readings_ingest(cluster=cluster, readings=readings, interval_s=60, now=NOW)
+    job = JobRecord(
+        source=JobSource.SLURM, external_id="j1", account="radar", user_name="u", name="radar-train",
+        state=JobState.COMPLETED, gpu_count=8, submitted_at=T0,
+        started_at=T0 + timedelta(minutes=30), ended_at=T0 + timedelta(minutes=90),
+        node_names=("gpu-001",), node_count=1,
+    )  # fmt: skip
+    jobs_ingest(cluster=cluster, source=JobSource.SLURM, records=[job], now=NOW)
+    rollups_refresh(now=NOW)
+    return cluster, vision, radar
+
+
+def test_cluster_totals(world, org_committee):
+    totals = usage.cluster_usage(user=org_committee, time_range=RANGE)
+    assert totals.available_gpu_hours == 32  # gpu-001 and gpu-003, 8 GPUs x 2 h each
+    assert totals.sampled_gpu_hours == 12  # 8 + 4
+    assert totals.busy_gpu_hours == 8  # 4 + 4
+    assert totals.allocated_gpu_hours == 8  # the radar job: 8 GPUs x 1 h
+    assert totals.utilization == pytest.approx(8 / 12)  # not 8 / 32: missing data is not idle
+    assert totals.allocation_rate == pytest.approx(8 / 32)
+    assert totals.coverage == pytest.approx(12 / 32)
+
+
+def test_a_range_that_cuts_a_job_counts_only_its_part(world, org_committee):
+    second_hour = TimeRange("custom", T0 + timedelta(hours=1), T0 + timedelta(hours=2))
+    assert usage.cluster_usage(user=org_committee, time_range=second_hour).allocated_gpu_hours == 4
+
+
+def test_departments_own_capacity_and_use_their_jobs_time(world, org_committee):
+    rows = {
+        row.department.code: row.totals
+        for row in usage.department_usage_list(user=org_committee, time_range=RANGE)
+    }
+    assert rows["vision"].available_gpu_hours == 32
+    assert rows["vision"].allocated_gpu_hours == 0
+    assert rows["vision"].utilization == 0.0
+    # radar borrowed vision's node: it used 8 GPU-hours but owned none in the range.
+    assert rows["radar"].available_gpu_hours == 0
+    assert rows["radar"].allocated_gpu_hours == 8
+    assert rows["radar"].allocation_rate is None
+
+
+def test_heatmap_shows_uncovered_hours_as_missing(world, org_committee):
+    _, vision, _ = world
+    heatmap = usage.department_heatmap(user=org_committee, department=vision, time_range=RANGE)
+    assert heatmap.nodes == ["gpu-001", "gpu-003"]
+    assert heatmap.values_pct == [[50.0, 100.0], [None, None]]
+
+
+def test_job_efficiency_and_series(world, org_committee):
+    _, _, radar = world
+    (row,) = usage.job_usage_list(user=org_committee, time_range=RANGE, department=radar)
+    assert row.job.external_id == "j1"
+    assert row.gpu_hours == 8
+    assert row.efficiency == 1.0  # the node's busy time in its hours, capped at what it held
+    series = usage.cluster_usage_series(user=org_committee, time_range=RANGE)
+    assert [round(p.gpus_allocated, 1) for p in series] == [4.0, 4.0]
+    assert [p.gpus_available for p in series] == [16.0, 16.0]
+
+
+def test_idle_allocation_found_with_its_wasted_gpu_hours(world, org_committee):
+    cluster, vision, _ = world
+    NodeFactory(cluster=cluster, hostname="gpu-004", owner_department=vision)
+    start = T0 + timedelta(hours=3)
+    gpu_readings_ingest(
+        cluster=cluster,
+        readings=_readings("gpu-004", start, range(8), 0.0, minutes=180),
+        interval_s=60,
+        now=NOW,
+    )
+    DepartmentMappingFactory(kind=MappingKind.SLURM_ACCOUNT, value="vision", department=vision)
+    job = JobRecord(
+        source=JobSource.SLURM, external_id="j2", account="vision", user_name="idler", name="notebook",
+        state=JobState.COMPLETED, gpu_count=8, submitted_at=start, started_at=start,
+        ended_at=start + timedelta(hours=3), node_names=("gpu-004",), node_count=1,
+    )  # fmt: skip
+    jobs_ingest(cluster=cluster, source=JobSource.SLURM, records=[job], now=NOW)
+    rollups_refresh(now=NOW)
+    day = TimeRange("custom", T0, T0 + timedelta(days=1))
+    (idle,) = usage.idle_allocation_list(user=org_committee, time_range=day, department=vision)
+    assert (idle.job.external_id, idle.idle_hours, idle.wasted_gpu_hours) == ("j2", 3, 24.0)
+
+
+def test_a_department_head_sees_only_their_department(world):
+    from efficiency.choices import Role
+    from tests.factories import UserFactory
+
+    head = UserFactory(username="radar-head", role=(Role.DEPARTMENT_HEAD, "radar"))
+    assert [row.department.code for row in usage.department_usage_list(user=head, time_range=RANGE)] == [
+        "radar"
+    ]
+    # The cluster total for a head covers only the nodes their departments own.
+    assert usage.cluster_usage(user=head, time_range=RANGE).available_gpu_hours == 0
+
+
+@pytest.fixture
+def org_committee(db):
+    from efficiency.choices import Role
+    from tests.factories import UserFactory
+
+    return UserFactory(username="committee-member", role=Role.COMMITTEE)
