@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from efficiency.analysis.usage import change_points, percent
 from efficiency.charts import usage as charts
@@ -15,16 +16,16 @@ from efficiency.selectors import usage
 from efficiency.views.helpers import role_required
 
 NODE_CLASS_LABELS = {
-    "idle": _("Idle"),
-    "hot": _("Hot"),
-    "fluctuating": _("Fluctuating"),
-    "steady": _("Steady"),
-    "unknown": _("Unknown"),
+    "idle": gettext_lazy("Idle"),
+    "hot": gettext_lazy("Hot"),
+    "fluctuating": gettext_lazy("Fluctuating"),
+    "steady": gettext_lazy("Steady"),
+    "unknown": gettext_lazy("Unknown"),
 }
 
 
 def class_labels() -> dict[str, str]:
-    return {key: _(label) for key, label in NODE_CLASS_LABELS.items()}
+    return {key: str(label) for key, label in NODE_CLASS_LABELS.items()}
 
 
 def range_or_400(request: HttpRequest, template: str):
