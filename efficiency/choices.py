@@ -74,3 +74,13 @@ class RunStatus(models.TextChoices):
     OK = "ok", _("OK")
     PARTIAL = "partial", _("Partly rejected")
     FAILED = "failed", _("Failed")
+
+
+class NodeClass(models.TextChoices):
+    """How a node was used over a cycle (efficiency.analysis.node_classes)."""
+
+    IDLE = "idle", _("Idle")
+    HOT = "hot", _("Hot")
+    FLUCTUATING = "fluctuating", _("Fluctuating")
+    STEADY = "steady", _("Steady")
+    UNKNOWN = "unknown", _("Unknown")

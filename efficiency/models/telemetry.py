@@ -5,7 +5,7 @@ from datetime import datetime
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from efficiency.choices import RunStatus, SourceKind
+from efficiency.choices import NodeClass, RunStatus, SourceKind
 from efficiency.models.inventory import Cluster, Department, Node
 from efficiency.models.jobs import Job
 
@@ -257,7 +257,7 @@ class NodeClassification(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="classifications")
     cycle_start = models.DateTimeField()
     cycle_end = models.DateTimeField()
-    node_class = models.CharField(max_length=20)
+    node_class = models.CharField(max_length=20, choices=NodeClass.choices)
     covered_hours = models.PositiveIntegerField()
     mean_util_pct = models.FloatField(null=True)
     idle_hour_share = models.FloatField(null=True)

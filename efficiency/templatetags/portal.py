@@ -5,6 +5,8 @@ from django.utils.html import format_html, json_script
 from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
 
+from efficiency.choices import NodeClass
+
 register = template.Library()
 
 
@@ -54,3 +56,17 @@ def signed_points(points: float | None) -> str:
     if points is None:
         return "—"
     return f"{points:+.1f} pp"
+
+
+@register.filter
+def percentage(share: float | None) -> str:
+    """A 0-1 share as a whole percentage: "87%"."""
+    return "—" if share is None else f"{share * 100:.0f}%"
+
+
+@register.filter
+def node_class_label(node_class: str) -> str:
+    try:
+        return NodeClass(node_class).label
+    except ValueError:
+        return node_class

@@ -5,9 +5,14 @@ from efficiency.filters import DepartmentFilter, NodeFilter
 from efficiency.forms import time_range_from_request
 from efficiency.selectors.inventory import department_get, department_list, node_get, node_list
 from efficiency.selectors.jobs import job_list
-from efficiency.selectors.usage import idle_allocation_list, job_usage_list
+from efficiency.selectors.usage import idle_allocation_list, job_usage_list, node_classification_history
 from efficiency.views.helpers import get_or_404, render_filtered_list
-from efficiency.views.usage import department_usage_context, idle_allocations_csv, jobs_usage_csv
+from efficiency.views.usage import (
+    department_usage_context,
+    idle_allocations_csv,
+    jobs_usage_csv,
+    node_usage_context,
+)
 
 
 def department_list_view(request: HttpRequest) -> HttpResponse:
@@ -48,9 +53,17 @@ def node_list_view(request: HttpRequest) -> HttpResponse:
 
 
 def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """A node: its GPUs, class history, usage over the range, per-GPU activity, jobs."""
     node = get_or_404(node_get, user=request.user, pk=pk)
-    return render(
-        request,
-        "efficiency/inventory/node_detail.html",
-        {"node": node, "jobs": job_list(user=request.user).filter(nodes=node)[:20]},
-    )
+    form, time_range = time_range_from_request(request.GET)
+    context = {
+        "node": node,
+        "range_form": form,
+        "time_range": time_range,
+        "jobs": job_list(user=request.user).filter(nodes=node)[:20],
+        "classifications": node_classification_history(node=node),
+    }
+    if time_range is None:
+        return render(request, "efficiency/inventory/node_detail.html", context, status=400)
+    context.update(node_usage_context(node, time_range))
+    return render(request, "efficiency/inventory/node_detail.html", context)

@@ -4,6 +4,7 @@ from django.shortcuts import render
 from efficiency.filters import JobFilter
 from efficiency.selectors.jobs import job_get, job_list
 from efficiency.views.helpers import get_or_404, render_filtered_list
+from efficiency.views.usage import job_usage_context
 
 
 def job_list_view(request: HttpRequest) -> HttpResponse:
@@ -17,5 +18,5 @@ def job_list_view(request: HttpRequest) -> HttpResponse:
 
 def job_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_or_404(job_get, user=request.user, pk=pk)
-    nodes = job.nodes.all()
-    return render(request, "efficiency/jobs/job_detail.html", {"job": job, "nodes": nodes})
+    context = {"job": job, "nodes": job.nodes.all(), **job_usage_context(job)}
+    return render(request, "efficiency/jobs/job_detail.html", context)

@@ -6,26 +6,17 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
 from efficiency.analysis.usage import change_points, percent
 from efficiency.charts import usage as charts
-from efficiency.choices import Role
+from efficiency.choices import NodeClass, Role
 from efficiency.forms import TimeRange, time_range_from_request
 from efficiency.selectors import usage
 from efficiency.views.helpers import role_required
 
-NODE_CLASS_LABELS = {
-    "idle": gettext_lazy("Idle"),
-    "hot": gettext_lazy("Hot"),
-    "fluctuating": gettext_lazy("Fluctuating"),
-    "steady": gettext_lazy("Steady"),
-    "unknown": gettext_lazy("Unknown"),
-}
-
 
 def class_labels() -> dict[str, str]:
-    return {key: str(label) for key, label in NODE_CLASS_LABELS.items()}
+    return {node_class.value: str(node_class.label) for node_class in NodeClass}
 
 
 def range_or_400(request: HttpRequest, template: str):
@@ -256,3 +247,37 @@ def idle_allocations_csv(idle: list[usage.IdleAllocation], time_range: TimeRange
             for i in idle
         ],
     )
+
+
+def node_usage_context(node, time_range: TimeRange) -> dict:
+    """The usage part of a node page: totals, trend, and activity per GPU (raw samples)."""
+    points = usage.node_usage_series(node=node, time_range=time_range)
+    inventory = {gpu.index: gpu for gpu in node.gpus.all()}
+    return {
+        "totals": usage.node_usage(node=node, time_range=time_range),
+        "trend_figure": trend_charts(points)["trend_figure"],
+        # One row per GPU the node has, whether or not the inventory lists its UUID yet.
+        "gpu_rows": [
+            (inventory.get(row.index), row) for row in usage.node_gpu_usage(node=node, time_range=time_range)
+        ],
+    }
+
+
+def job_usage_context(job) -> dict:
+    """A job's GPUs over its run, from raw samples (activity, SM active, memory, power)."""
+    series = usage.job_metric_series(job=job)
+    activity, sm_active, memory, power = _("Activity"), _("SM active"), _("Memory used"), _("Power")
+    return {
+        "job_series_points": len(series.times),
+        "job_figure": charts.job_timeseries_figure(
+            local_times(series.times),
+            {
+                activity: series.activity_pct,
+                sm_active: series.sm_active_pct,
+                memory: series.fb_used_mib,
+                power: series.power_w,
+            },
+            {activity: "%", sm_active: "%", memory: "MiB", power: "W"},
+            title=_("The job's GPUs over its run (mean over its nodes' GPUs)"),
+        ),
+    }
