@@ -106,3 +106,19 @@ def test_job_page_draws_the_jobs_metrics(client, sampled):
     body = client.get(f"/jobs/{sampled.job_a.pk}/").content.decode()
     assert 'id="job-chart"' in body
     assert "No GPU samples for this job" not in body
+
+
+def test_overview_and_department_page_query_counts_do_not_grow_with_data(
+    client, sampled, django_assert_max_num_queries
+):
+    from tests.factories import DepartmentFactory, NodeFactory
+
+    for n in range(5):
+        NodeFactory(cluster=sampled.cluster, hostname=f"extra-{n}", owner_department=DepartmentFactory())
+    client.force_login(sampled.committee)
+    # Every number comes from a handful of aggregates over the rollups; if this fails, something
+    # is querying per department, node or job.
+    with django_assert_max_num_queries(16):
+        assert client.get("/usage/?range=7d").status_code == 200
+    with django_assert_max_num_queries(20):
+        assert client.get("/departments/vision/?range=7d").status_code == 200
