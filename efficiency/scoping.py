@@ -26,7 +26,9 @@ from efficiency.models import (
     JobHour,
     Node,
     NodeClassification,
+    NodeDay,
     NodeHour,
+    ScopeHour,
 )
 
 _ROLE_PRECEDENCE = [Role.PLATFORM_ADMIN, Role.COMMITTEE, Role.DEPARTMENT_HEAD]
@@ -77,6 +79,9 @@ def _scopers() -> dict[type[Model], object]:
         # Rollups: a head sees the hours of the nodes their departments own, and their own
         # departments' and jobs' shares, never another department's.
         NodeHour: lambda qs, ids: qs.filter(owner_department_id__in=ids),
+        NodeDay: lambda qs, ids: qs.filter(owner_department_id__in=ids),
+        # Cluster-wide rows (no department) are for those who see every department.
+        ScopeHour: lambda qs, ids: qs.filter(department_id__in=ids),
         DepartmentHour: lambda qs, ids: qs.filter(department_id__in=ids),
         JobHour: lambda qs, ids: qs.filter(job__department_id__in=ids),
         NodeClassification: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),

@@ -10,8 +10,10 @@ from efficiency.models.telemetry import (
     JobHour,
     LogChunk,
     NodeClassification,
+    NodeDay,
     NodeHour,
     RollupDirtyHour,
+    ScopeHour,
     SourceRun,
 )
 
@@ -28,8 +30,10 @@ __all__ = [
     "LogChunk",
     "Node",
     "NodeClassification",
+    "NodeDay",
     "NodeHour",
     "RollupDirtyHour",
+    "ScopeHour",
     "SourceRun",
     "WorkerHeartbeat",
 ]

@@ -279,3 +279,64 @@ class NodeClassification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id} {self.node_class} ({self.cycle_start:%Y-%m-%d}–{self.cycle_end:%Y-%m-%d})"
+
+
+class ScopeHour(models.Model):
+    """Per cluster and hour, the totals of a whole scope: the cluster (no department) or one
+    department (capacity and coverage of the nodes it owns, use by its jobs).
+
+    A rollup of NodeHour and DepartmentHour, so that cluster and department pages read a few
+    rows an hour whatever the number of nodes.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    department = models.ForeignKey(
+        Department, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    available_gpu_s = models.FloatField()
+    allocated_gpu_s = models.FloatField()
+    sampled_gpu_s = models.FloatField()
+    busy_gpu_s = models.FloatField()
+
+    objects = NodeHourQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("scope hour")
+        verbose_name_plural = _("scope hours")
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "hour", "department"], name="scopehour_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "hour"],
+                condition=models.Q(department__isnull=True),
+                name="scopehour_unique_cluster",
+            ),
+        ]
+        indexes = [models.Index(fields=["department", "hour"]), models.Index(fields=["hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.department_id or '*'} {self.hour:%Y-%m-%d %H:00}"
+
+
+class NodeDay(models.Model):
+    """Per node and day (in the display time zone): NodeHour summed, for day-resolution charts."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    owner_department = models.ForeignKey(
+        Department, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    available_gpu_s = models.FloatField()
+    allocated_gpu_s = models.FloatField()
+    sampled_gpu_s = models.FloatField()
+    busy_gpu_s = models.FloatField()
+
+    class Meta:
+        verbose_name = _("node day")
+        verbose_name_plural = _("node days")
+        constraints = [models.UniqueConstraint(fields=["node", "day"], name="nodeday_unique")]
+        indexes = [models.Index(fields=["owner_department", "day"])]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} {self.day}"

@@ -8,7 +8,7 @@ one job or node, which are bounded by that job or node.
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time
 
 from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
@@ -19,15 +19,16 @@ from efficiency.analysis.usage import UsageTotals
 from efficiency.forms import TimeRange
 from efficiency.models import (
     Department,
-    DepartmentHour,
     GpuSample,
     Job,
     JobHour,
     Node,
     NodeClassification,
+    NodeDay,
     NodeHour,
+    ScopeHour,
 )
-from efficiency.scoping import User, scope_queryset
+from efficiency.scoping import User, scope_queryset, sees_all_departments
 
 _NODE_SUMS = {
     "available": Sum("available_gpu_s"),
@@ -56,9 +57,18 @@ def node_hours(*, user: User, time_range: TimeRange) -> QuerySet[NodeHour]:
     return scope_queryset(NodeHour.objects.between(time_range.start, time_range.end), user)
 
 
+def _scope_hours(*, user: User, time_range: TimeRange) -> QuerySet[ScopeHour]:
+    """The whole-scope rows a user's totals are made of: the cluster rows for those who see
+    every department, their departments' rows for a head."""
+    rows = ScopeHour.objects.between(time_range.start, time_range.end)
+    if sees_all_departments(user):
+        return rows.filter(department__isnull=True)
+    return scope_queryset(rows, user)
+
+
 def cluster_usage(*, user: User, time_range: TimeRange) -> UsageTotals:
     """Totals over every node the user may see (the whole cluster for the committee)."""
-    return _totals(node_hours(user=user, time_range=time_range).aggregate(**_NODE_SUMS))
+    return _totals(_scope_hours(user=user, time_range=time_range).aggregate(**_NODE_SUMS))
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ class UsagePoint:
 def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoint]:
     """Totals per hour (ranges up to a week) or day: utilization trend and water level."""
     rows = (
-        node_hours(user=user, time_range=time_range)
+        _scope_hours(user=user, time_range=time_range)
         .annotate(bucket=_trunc(time_range.bucket))
         .values("bucket")
         .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
@@ -98,77 +108,36 @@ class DepartmentUsage:
     job_count: int = 0
 
 
-def _department_parts(user: User, time_range: TimeRange, department: Department | None = None):
-    """Owned capacity/coverage per department from NodeHour, use per department from DepartmentHour."""
-    owned = node_hours(user=user, time_range=time_range).filter(owner_department__isnull=False)
-    used = scope_queryset(DepartmentHour.objects.between(time_range.start, time_range.end), user)
-    if department is not None:
-        owned = owned.filter(owner_department=department)
-        used = used.filter(department=department)
-    return owned, used
+def _department_hours(user: User, time_range: TimeRange) -> QuerySet[ScopeHour]:
+    return scope_queryset(
+        ScopeHour.objects.between(time_range.start, time_range.end).filter(department__isnull=False), user
+    )
 
 
 def department_usage_list(*, user: User, time_range: TimeRange) -> list[DepartmentUsage]:
     """Per department: owned GPU-hours and coverage, its jobs' allocated and busy GPU-hours."""
-    owned, used = _department_parts(user, time_range)
-    capacity = {
-        row["owner_department"]: row
-        for row in owned.values("owner_department")
-        .annotate(available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s"))
-        .order_by()
-    }
-    use = {
-        row["department"]: row
-        for row in used.values("department")
-        .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
-        .order_by()
+    sums = {
+        row["department"]: _totals(row)
+        for row in _department_hours(user, time_range).values("department").annotate(**_NODE_SUMS).order_by()
     }
     departments = scope_queryset(Department.objects.all(), user)
-    return [
-        DepartmentUsage(
-            department,
-            UsageTotals(
-                available_gpu_s=(capacity.get(department.pk) or {}).get("available") or 0.0,
-                allocated_gpu_s=(use.get(department.pk) or {}).get("allocated") or 0.0,
-                sampled_gpu_s=(capacity.get(department.pk) or {}).get("sampled") or 0.0,
-                busy_gpu_s=(use.get(department.pk) or {}).get("busy") or 0.0,
-            ),
-        )
-        for department in departments
-    ]
+    return [DepartmentUsage(department, sums.get(department.pk, UsageTotals())) for department in departments]
 
 
 def department_usage(*, user: User, department: Department, time_range: TimeRange) -> UsageTotals:
-    owned, used = _department_parts(user, time_range, department)
-    capacity = owned.aggregate(available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s"))
-    use = used.aggregate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
-    return _totals({**capacity, **use})
+    return _totals(_department_hours(user, time_range).filter(department=department).aggregate(**_NODE_SUMS))
 
 
 def department_usage_series(*, user: User, department: Department, time_range: TimeRange) -> list[UsagePoint]:
-    owned, used = _department_parts(user, time_range, department)
-    trunc = _trunc(time_range.bucket)
-    by_bucket: dict[datetime, dict] = defaultdict(dict)
-    for row in (
-        owned.annotate(bucket=trunc)
+    rows = (
+        _department_hours(user, time_range)
+        .filter(department=department)
+        .annotate(bucket=_trunc(time_range.bucket))
         .values("bucket")
-        .annotate(
-            hours=Count("hour", distinct=True), available=Sum("available_gpu_s"), sampled=Sum("sampled_gpu_s")
-        )
-        .order_by()
-    ):
-        by_bucket[row["bucket"]].update(row)
-    for row in (
-        used.annotate(bucket=trunc)
-        .values("bucket")
-        .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
-        .order_by()
-    ):
-        by_bucket[row["bucket"]].update(row)
-    return [
-        UsagePoint(bucket, _totals(row), row.get("hours", 0) * 3600)
-        for bucket, row in sorted(by_bucket.items())
-    ]
+        .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
+        .order_by("bucket")
+    )
+    return [UsagePoint(row["bucket"], _totals(row), row["hours"] * 3600) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -179,24 +148,26 @@ class Heatmap:
 
 
 def department_heatmap(*, user: User, department: Department, time_range: TimeRange) -> Heatmap:
-    """Utilization of each owned node per hour or day (None where nothing was sampled)."""
-    owned, _ = _department_parts(user, time_range, department)
-    rows = (
-        owned.annotate(bucket=_trunc(time_range.bucket))
-        .values("node__hostname", "bucket")
-        .annotate(sampled=Sum("sampled_gpu_s"), busy=Sum("busy_gpu_s"))
-        .order_by("node__hostname", "bucket")
-    )
-    cells: dict[str, dict[datetime, float | None]] = defaultdict(dict)
-    times: set[datetime] = set()
-    for row in rows:
-        utilization = UsageTotals(
-            sampled_gpu_s=row["sampled"] or 0.0, busy_gpu_s=row["busy"] or 0.0
-        ).utilization
-        cells[row["node__hostname"]][row["bucket"]] = (
-            None if utilization is None else round(utilization * 100, 1)
+    """Utilization of each owned node per hour (ranges up to a week) or day; None where nothing
+    was sampled. Day cells come from NodeDay, so a 90-day map reads one row a node and day."""
+    if time_range.bucket == "hour":
+        rows = node_hours(user=user, time_range=time_range).filter(owner_department=department)
+        rows = rows.values_list("node__hostname", "hour", "sampled_gpu_s", "busy_gpu_s")
+    else:
+        tz = timezone.get_current_timezone()
+        first, last = time_range.start.astimezone(tz).date(), time_range.end.astimezone(tz).date()
+        rows = scope_queryset(NodeDay.objects.filter(day__gte=first, day__lte=last), user).filter(
+            owner_department=department
         )
-        times.add(row["bucket"])
+        rows = rows.values_list("node__hostname", "day", "sampled_gpu_s", "busy_gpu_s")
+    cells: dict[str, dict] = defaultdict(dict)
+    times: set = set()
+    tz = timezone.get_current_timezone()
+    for hostname, when, sampled, busy in rows:
+        if not isinstance(when, datetime):  # a NodeDay date: its midnight in the display zone
+            when = datetime.combine(when, time.min, tzinfo=tz)
+        cells[hostname][when] = round(min(busy / sampled, 1.0) * 100, 1) if sampled > 0 else None
+        times.add(when)
     ordered_times = sorted(times)
     nodes = sorted(cells)
     return Heatmap(nodes, ordered_times, [[cells[node].get(t) for t in ordered_times] for node in nodes])

@@ -2,12 +2,12 @@
 
 import logging
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Avg, Case, Count, F, FloatField, Max, Q, Sum, When
-from django.db.models.functions import Cast, Coalesce, TruncHour
+from django.db.models.functions import Cast, Coalesce, TruncDate, TruncHour
 from django.utils import timezone
 
 from efficiency.analysis.rollup import HOUR, Allocation, NodeWindow, SampleTotals, rollup_node_hour
@@ -18,8 +18,10 @@ from efficiency.models import (
     Job,
     JobHour,
     LogChunk,
+    NodeDay,
     NodeHour,
     RollupDirtyHour,
+    ScopeHour,
     SourceRun,
 )
 from efficiency.services.ingest import dirty_hours_mark
@@ -100,9 +102,89 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime) -> No
         NodeHour.objects.filter(node_id__in=node_ids, hour__in=hour_set).delete()
         DepartmentHour.objects.filter(node_id__in=node_ids, hour__in=hour_set).delete()
         JobHour.objects.filter(job__cluster=cluster, hour__in=hour_set).delete()
+        ScopeHour.objects.filter(cluster=cluster, hour__in=hour_set).delete()
         NodeHour.objects.bulk_create(node_rows, batch_size=2000)
         DepartmentHour.objects.bulk_create(department_rows, batch_size=2000)
         JobHour.objects.bulk_create(job_rows, batch_size=2000)
+        ScopeHour.objects.bulk_create(_scope_rows(cluster, node_rows, department_rows), batch_size=2000)
+        _node_days_refresh(cluster, node_ids, hours)
+
+
+def _scope_rows(
+    cluster: Cluster, node_rows: list[NodeHour], department_rows: list[DepartmentHour]
+) -> list[ScopeHour]:
+    """Cluster totals and per-department totals of each hour (see ScopeHour)."""
+    sums: dict[tuple[datetime, int | None], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for row in node_rows:
+        whole = sums[(row.hour, None)]
+        whole[0] += row.available_gpu_s
+        whole[1] += row.allocated_gpu_s
+        whole[2] += row.sampled_gpu_s
+        whole[3] += row.busy_gpu_s
+        if row.owner_department_id is not None:
+            owned = sums[(row.hour, row.owner_department_id)]
+            owned[0] += row.available_gpu_s
+            owned[2] += row.sampled_gpu_s
+    for row in department_rows:
+        used = sums[(row.hour, row.department_id)]
+        used[1] += row.allocated_gpu_s
+        used[3] += row.busy_gpu_s
+    return [
+        ScopeHour(
+            cluster=cluster,
+            hour=hour,
+            department_id=department_id,
+            available_gpu_s=available,
+            allocated_gpu_s=allocated,
+            sampled_gpu_s=sampled,
+            busy_gpu_s=busy,
+        )
+        for (hour, department_id), (available, allocated, sampled, busy) in sums.items()
+    ]
+
+
+def _node_days_refresh(cluster: Cluster, node_ids: list[int], hours: list[datetime]) -> None:
+    """Re-sum the NodeDay rows of the (display time zone) days these hours fall in."""
+    tz = timezone.get_default_timezone()
+    days = {hour.astimezone(tz).date() for hour in hours}
+    start = datetime.combine(min(days), time.min, tzinfo=tz)
+    end = datetime.combine(max(days) + timedelta(days=1), time.min, tzinfo=tz)
+    rows = (
+        NodeHour.objects.filter(node_id__in=node_ids, hour__gte=start, hour__lt=end)
+        .annotate(day=TruncDate("hour", tzinfo=tz))
+        .values("node_id", "day", "owner_department_id")
+        .annotate(
+            available=Sum("available_gpu_s"),
+            allocated=Sum("allocated_gpu_s"),
+            sampled=Sum("sampled_gpu_s"),
+            busy=Sum("busy_gpu_s"),
+        )
+        .order_by()
+    )
+    merged: dict[tuple[int, date], NodeDay] = {}
+    for row in rows:
+        if row["day"] not in days:
+            continue
+        key = (row["node_id"], row["day"])
+        existing = merged.get(key)
+        if existing is None:  # an owner change within a day: the day goes to the last owner
+            merged[key] = NodeDay(
+                node_id=row["node_id"],
+                day=row["day"],
+                cluster=cluster,
+                owner_department_id=row["owner_department_id"],
+                available_gpu_s=row["available"] or 0.0,
+                allocated_gpu_s=row["allocated"] or 0.0,
+                sampled_gpu_s=row["sampled"] or 0.0,
+                busy_gpu_s=row["busy"] or 0.0,
+            )
+        else:
+            existing.available_gpu_s += row["available"] or 0.0
+            existing.allocated_gpu_s += row["allocated"] or 0.0
+            existing.sampled_gpu_s += row["sampled"] or 0.0
+            existing.busy_gpu_s += row["busy"] or 0.0
+    NodeDay.objects.filter(node_id__in=node_ids, day__in=days).delete()
+    NodeDay.objects.bulk_create(merged.values(), batch_size=2000)
 
 
 def _fields(row) -> dict:

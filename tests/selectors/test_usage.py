@@ -154,3 +154,15 @@ def org_committee(db):
     from tests.factories import UserFactory
 
     return UserFactory(username="committee-member", role=Role.COMMITTEE)
+
+
+def test_day_resolution_reads_node_days_with_the_same_numbers(world, org_committee):
+    _, vision, _ = world
+    two_weeks = TimeRange("custom", T0 - timedelta(days=7), T0 + timedelta(days=7))
+    heatmap = usage.department_heatmap(user=org_committee, department=vision, time_range=two_weeks)
+    assert heatmap.nodes == ["gpu-001", "gpu-003"]
+    # gpu-001's day: 12 sampled GPU-hours, 8 busy → 66.7%; gpu-003 has no samples.
+    values = dict(zip(heatmap.nodes, heatmap.values_pct, strict=True))
+    assert [v for v in values["gpu-001"] if v is not None] == [66.7]
+    assert all(v is None for v in values["gpu-003"])
+    assert usage.cluster_usage(user=org_committee, time_range=two_weeks).busy_gpu_hours == 8
