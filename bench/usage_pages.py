@@ -183,7 +183,9 @@ class RollupGenerator:
                 allocated[h] += held
                 busy[h] += used
                 job_count[h] += 1
-                self.job_hour_rows.write(f"{job_id}\t{self.hour_texts[h]}\t{held:.1f}\t{used:.1f}\n")
+                self.job_hour_rows.write(
+                    f"{job_id}\t{self.hour_texts[h]}\t{department_id}\t{held:.1f}\t{used:.1f}\n"
+                )
                 self.counts["job_hours"] += 1
             self._job(job_id, node_id, department_id, department_code, job_gpus, gpu_model, start, end)
 
@@ -328,7 +330,7 @@ def dataset_generate(
         cursor.execute(
             "TRUNCATE efficiency_nodehour, efficiency_departmenthour, efficiency_jobhour, "
             "efficiency_nodeclassification, efficiency_job_nodes, efficiency_job, efficiency_gpu, "
-            "efficiency_node RESTART IDENTITY CASCADE"
+            "efficiency_node, efficiency_scopehour, efficiency_nodeday RESTART IDENTITY CASCADE"
         )
     started = time.perf_counter()
     specs = reference_nodes(scale=math.ceil(node_count / 64))[:node_count]
@@ -379,7 +381,8 @@ def dataset_generate(
             )
             _copy(
                 cursor,
-                "COPY efficiency_jobhour (job_id, hour, allocated_gpu_s, busy_gpu_s) FROM STDIN",
+                "COPY efficiency_jobhour (job_id, hour, department_id, allocated_gpu_s, busy_gpu_s) "
+                "FROM STDIN",
                 generator.job_hour_rows,
             )
         finally:

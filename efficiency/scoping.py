@@ -83,7 +83,7 @@ def _scopers() -> dict[type[Model], object]:
         # Cluster-wide rows (no department) are for those who see every department.
         ScopeHour: lambda qs, ids: qs.filter(department_id__in=ids),
         DepartmentHour: lambda qs, ids: qs.filter(department_id__in=ids),
-        JobHour: lambda qs, ids: qs.filter(job__department_id__in=ids),
+        JobHour: lambda qs, ids: qs.filter(department_id__in=ids),
         NodeClassification: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),
     }
 

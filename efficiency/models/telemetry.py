@@ -238,6 +238,10 @@ class JobHour(models.Model):
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="hours")
     hour = models.DateTimeField()
+    # The job's department, copied so that a department's jobs are found by index, not a join.
+    department = models.ForeignKey(
+        Department, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     allocated_gpu_s = models.FloatField()
     busy_gpu_s = models.FloatField()
 
@@ -245,7 +249,7 @@ class JobHour(models.Model):
         verbose_name = _("job hour")
         verbose_name_plural = _("job hours")
         constraints = [models.UniqueConstraint(fields=["job", "hour"], name="jobhour_unique")]
-        indexes = [models.Index(fields=["hour"])]
+        indexes = [models.Index(fields=["hour"]), models.Index(fields=["department", "hour"])]
 
     def __str__(self) -> str:
         return f"job {self.job_id} {self.hour:%Y-%m-%d %H:00}"

@@ -196,7 +196,7 @@ def job_usage_list(
     """Jobs that held GPUs in the range, largest first, with their GPU-hours and efficiency."""
     hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
     if department is not None:
-        hours = hours.filter(job__department=department)
+        hours = hours.filter(department=department)
     sums = (
         hours.values("job")
         .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
@@ -239,7 +239,7 @@ def idle_allocation_list(
     ``idle_below_pct`` busy, with the GPU-hours they held meanwhile (wasted), largest first."""
     hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
     if department is not None:
-        hours = hours.filter(job__department=department)
+        hours = hours.filter(department=department)
     # Only idle hours leave the database: a busy cluster has few of them.
     idle = hours.filter(allocated_gpu_s__gt=0).filter(
         busy_gpu_s__lt=F("allocated_gpu_s") * (idle_below_pct / 100.0)

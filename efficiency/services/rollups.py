@@ -93,8 +93,19 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime) -> No
                 continue  # not in service and nothing seen: no row
             node_rows.append(NodeHour(cluster=cluster, **_fields(node_row)))
             department_rows.extend(DepartmentHour(**_fields(row)) for row in departments)
+    departments_of = {
+        allocation.job_id: allocation.department_id
+        for node_allocations in allocations.values()
+        for allocation in node_allocations
+    }
     job_rows = [
-        JobHour(job_id=job_id, hour=hour, allocated_gpu_s=allocated, busy_gpu_s=busy)
+        JobHour(
+            job_id=job_id,
+            hour=hour,
+            department_id=departments_of.get(job_id),
+            allocated_gpu_s=allocated,
+            busy_gpu_s=busy,
+        )
         for (job_id, hour), (allocated, busy) in job_totals.items()
     ]
     node_ids = [w.node_id for w in windows]
