@@ -1,5 +1,6 @@
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 
 from efficiency.filters import DepartmentFilter, NodeFilter
 from efficiency.forms import time_range_from_request
@@ -43,12 +44,26 @@ def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
     return render(request, "efficiency/inventory/department_detail.html", context)
 
 
+NODE_CSV_COLUMNS = [
+    (_("Hostname"), lambda node: node.hostname),
+    (_("Cluster"), lambda node: node.cluster.slug),
+    (_("GPU model"), lambda node: node.gpu_model),
+    (_("GPUs"), lambda node: node.gpu_count),
+    (_("RDMA capable"), lambda node: node.rdma_capable),
+    (_("Fault domain"), lambda node: node.fault_domain),
+    (_("State"), lambda node: node.state),
+    (_("Owner"), lambda node: node.owner_department.code if node.owner_department else ""),
+]
+
+
 def node_list_view(request: HttpRequest) -> HttpResponse:
     return render_filtered_list(
         request,
         template="efficiency/inventory/node_list.html",
         filterset_class=NodeFilter,
         queryset=node_list(user=request.user),
+        csv_columns=NODE_CSV_COLUMNS,
+        csv_name="nodes",
     )
 
 

@@ -1,10 +1,25 @@
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 
 from efficiency.filters import JobFilter
 from efficiency.selectors.jobs import job_get, job_list
 from efficiency.views.helpers import get_or_404, render_filtered_list
 from efficiency.views.usage import job_usage_context
+
+JOB_CSV_COLUMNS = [
+    (_("Job"), lambda job: job.external_id),
+    (_("Name"), lambda job: job.name),
+    (_("Department"), lambda job: job.department.code if job.department else ""),
+    (_("User"), lambda job: job.user_name),
+    (_("State"), lambda job: job.state),
+    (_("GPUs"), lambda job: job.gpu_count),
+    (_("Submitted"), lambda job: job.submitted_at.isoformat()),
+    (_("Started"), lambda job: job.started_at.isoformat() if job.started_at else ""),
+    (_("Ended"), lambda job: job.ended_at.isoformat() if job.ended_at else ""),
+    (_("Wait (s)"), lambda job: job.wait_s),
+    (_("Duration (s)"), lambda job: job.duration_s),
+]
 
 
 def job_list_view(request: HttpRequest) -> HttpResponse:
@@ -13,6 +28,8 @@ def job_list_view(request: HttpRequest) -> HttpResponse:
         template="efficiency/jobs/job_list.html",
         filterset_class=JobFilter,
         queryset=job_list(user=request.user),
+        csv_columns=JOB_CSV_COLUMNS,
+        csv_name="jobs",
     )
 
 

@@ -1,7 +1,5 @@
 """Utilization pages: cluster overview, and the usage parts of department, node and job pages."""
 
-import csv
-
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -12,7 +10,7 @@ from efficiency.charts import usage as charts
 from efficiency.choices import NodeClass, Role
 from efficiency.forms import TimeRange, time_range_from_request
 from efficiency.selectors import usage
-from efficiency.views.helpers import role_required
+from efficiency.views.helpers import csv_response, role_required
 
 
 def class_labels() -> dict[str, str]:
@@ -124,25 +122,6 @@ def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: T
             for d in departments
         ],
     )
-
-
-def csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
-    """A CSV download (UTF-8 with BOM so that spreadsheet programs read Chinese names right)."""
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    response.write("\ufeff")
-    writer = csv.writer(response)
-    writer.writerow(header)
-    for row in rows:
-        writer.writerow(["" if value is None else _csv_safe(value) for value in row])
-    return response
-
-
-def _csv_safe(value):
-    # A cell starting with = + - @ is run as a formula by spreadsheet programs (CSV injection).
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
-        return "'" + value
-    return value
 
 
 def department_usage_context(request: HttpRequest, department, time_range: TimeRange) -> dict:

@@ -122,3 +122,14 @@ def test_overview_and_department_page_query_counts_do_not_grow_with_data(
         assert client.get("/usage/?range=7d").status_code == 200
     with django_assert_max_num_queries(20):
         assert client.get("/departments/vision/?range=7d").status_code == 200
+
+
+def test_job_and_node_lists_download_the_filtered_rows_as_csv(client, org):
+    client.force_login(org.head_a)
+    jobs = list(csv.DictReader(io.StringIO(client.get("/jobs/?export=csv").content.decode("utf-8-sig"))))
+    nodes = list(csv.DictReader(io.StringIO(client.get("/nodes/?export=csv").content.decode("utf-8-sig"))))
+    assert [row["Job"] for row in jobs] == [org.job_a.external_id]
+    assert [row["Hostname"] for row in nodes] == ["gpu-a01"]
+    client.force_login(org.committee)
+    running = client.get("/jobs/?state=running&export=csv").content.decode("utf-8-sig")
+    assert running.count("\n") == 3  # header and both running jobs
