@@ -247,14 +247,11 @@ def test_heatmap_keeps_the_first_node_on_top_and_marks_missing_cells():
     assert list(cells.x) == TIMES
     assert [list(row) for row in cells.z] == [[0.5, None, 99.0], [50.0, 60.0, 70.0]]
     assert (cells.zmin, cells.zmax) == (0, 100)
-    # The missing cell is a gap showing the grey background and says so on hover.
-    assert [list(row) for row in cells.customdata] == [
-        ["0.5%", "No data", "99.0%"],
-        ["50.0%", "60.0%", "70.0%"],
-    ]
-    assert cells.hoverongaps is True
-    assert "%{customdata}" in cells.hovertemplate
+    # The missing cell is a gap showing the grey background, and a note says what grey means.
+    assert cells.hoverongaps is False
+    assert "%{z:.1f}%" in cells.hovertemplate
     assert figure.layout.plot_bgcolor == HEATMAP_MISSING_COLOR
+    assert "No data" in figure.layout.annotations[0].text
     assert serialises(figure)
 
 
