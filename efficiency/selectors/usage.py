@@ -89,11 +89,10 @@ class UsagePoint:
         return self.totals.allocated_gpu_s / self.seconds if self.seconds else 0.0
 
 
-def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoint]:
-    """Totals per hour (ranges up to a week) or day: utilization trend and water level."""
+def _series(rows: QuerySet, time_range: TimeRange) -> list[UsagePoint]:
+    """Hourly rows (ScopeHour or NodeHour) summed per hour or day of the range."""
     rows = (
-        _scope_hours(user=user, time_range=time_range)
-        .annotate(bucket=_trunc(time_range.bucket))
+        rows.annotate(bucket=_trunc(time_range.bucket))
         .values("bucket")
         .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
         .order_by("bucket")
@@ -101,11 +100,15 @@ def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoin
     return [UsagePoint(row["bucket"], _totals(row), row["hours"] * 3600) for row in rows]
 
 
+def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoint]:
+    """Totals per hour (ranges up to a week) or day: utilization trend and water level."""
+    return _series(_scope_hours(user=user, time_range=time_range), time_range)
+
+
 @dataclass(frozen=True)
 class DepartmentUsage:
     department: Department
     totals: UsageTotals
-    job_count: int = 0
 
 
 def _department_hours(user: User, time_range: TimeRange) -> QuerySet[ScopeHour]:
@@ -129,15 +132,7 @@ def department_usage(*, user: User, department: Department, time_range: TimeRang
 
 
 def department_usage_series(*, user: User, department: Department, time_range: TimeRange) -> list[UsagePoint]:
-    rows = (
-        _department_hours(user, time_range)
-        .filter(department=department)
-        .annotate(bucket=_trunc(time_range.bucket))
-        .values("bucket")
-        .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
-        .order_by("bucket")
-    )
-    return [UsagePoint(row["bucket"], _totals(row), row["hours"] * 3600) for row in rows]
+    return _series(_department_hours(user, time_range).filter(department=department), time_range)
 
 
 @dataclass(frozen=True)
@@ -284,15 +279,7 @@ def node_usage(*, node: Node, time_range: TimeRange) -> UsageTotals:
 
 
 def node_usage_series(*, node: Node, time_range: TimeRange) -> list[UsagePoint]:
-    rows = (
-        NodeHour.objects.filter(node=node)
-        .between(time_range.start, time_range.end)
-        .annotate(bucket=_trunc(time_range.bucket))
-        .values("bucket")
-        .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
-        .order_by("bucket")
-    )
-    return [UsagePoint(row["bucket"], _totals(row), row["hours"] * 3600) for row in rows]
+    return _series(NodeHour.objects.filter(node=node).between(time_range.start, time_range.end), time_range)
 
 
 def node_classification_history(*, node: Node) -> QuerySet[NodeClassification]:
