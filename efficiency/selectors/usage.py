@@ -8,13 +8,14 @@ one job or node, which are bounded by that job or node.
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, time
+from datetime import UTC, datetime, time, timedelta
 
+from django.db import connection
 from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
-from efficiency.analysis.idle import IdleHour, find_idle_stretches
+from efficiency.analysis.idle import IdleHour, IdleStretch, find_idle_stretches
 from efficiency.analysis.usage import UsageTotals
 from efficiency.forms import TimeRange
 from efficiency.models import (
@@ -222,6 +223,15 @@ class IdleAllocation:
     wasted_gpu_hours: float
 
 
+def _idle_hours(
+    *, user: User, time_range: TimeRange, department: Department | None, idle_below_pct: float
+) -> QuerySet[JobHour]:
+    hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
+    if department is not None:
+        hours = hours.filter(department=department)
+    return hours.filter(allocated_gpu_s__gt=0, busy_gpu_s__lt=F("allocated_gpu_s") * (idle_below_pct / 100.0))
+
+
 def idle_allocation_list(
     *,
     user: User,
@@ -229,29 +239,64 @@ def idle_allocation_list(
     department: Department | None = None,
     min_hours: int = 2,
     idle_below_pct: float = 1.0,
+    limit: int | None = None,
 ) -> list[IdleAllocation]:
     """Stretches of at least ``min_hours`` consecutive hours in which a job's GPUs were below
-    ``idle_below_pct`` busy, with the GPU-hours they held meanwhile (wasted), largest first."""
-    hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
-    if department is not None:
-        hours = hours.filter(department=department)
-    # Only idle hours leave the database: a busy cluster has few of them.
-    idle = hours.filter(allocated_gpu_s__gt=0).filter(
-        busy_gpu_s__lt=F("allocated_gpu_s") * (idle_below_pct / 100.0)
+    ``idle_below_pct`` busy, with the GPU-hours they held meanwhile (wasted), largest first.
+
+    The stretches are found in the database ("gaps and islands": consecutive hours of one job
+    share ``epoch - row_number x 3600``), so a range with many idle job-hours costs one grouped
+    query; ``efficiency.analysis.idle.find_idle_stretches`` is the plain-Python statement of the
+    same rule, and tests/selectors checks that both agree.
+    """
+    idle = _idle_hours(user=user, time_range=time_range, department=department, idle_below_pct=idle_below_pct)
+    inner_sql, params = idle.values("job_id", "hour", "allocated_gpu_s").query.sql_with_params()
+    epoch = (
+        "EXTRACT(EPOCH FROM hour)"
+        if connection.vendor == "postgresql"
+        else "CAST(strftime('%%s', hour) AS INTEGER)"
     )
+    sql = (
+        "SELECT job_id, MIN(ts), MAX(ts), COUNT(*), SUM(allocated_gpu_s) FROM ("  # noqa: S608 -- no user text
+        f"  SELECT job_id, allocated_gpu_s, {epoch} AS ts,"
+        f"    {epoch} - 3600 * ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY hour) AS island"
+        f"  FROM ({inner_sql}) idle_hours"
+        ") numbered GROUP BY job_id, island HAVING COUNT(*) >= %s"
+        " ORDER BY SUM(allocated_gpu_s) DESC, job_id, MIN(ts)"
+    )
+    arguments = [*params, min_hours]
+    if limit is not None:
+        sql += " LIMIT %s"
+        arguments.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, arguments)
+        stretches = cursor.fetchall()
+    jobs = Job.objects.select_related("department").in_bulk({row[0] for row in stretches})
+    return [
+        IdleAllocation(
+            jobs[job_id],
+            datetime.fromtimestamp(float(first), tz=UTC),
+            datetime.fromtimestamp(float(last), tz=UTC) + timedelta(hours=1),
+            hours,
+            wasted / 3600,
+        )
+        for job_id, first, last, hours, wasted in stretches
+        if job_id in jobs
+    ]
+
+
+def idle_stretches_reference(
+    *, user: User, time_range: TimeRange, department: Department | None = None, min_hours: int = 2
+) -> list[IdleStretch]:
+    """The same stretches found in Python (``find_idle_stretches``): the reference for tests."""
+    idle = _idle_hours(user=user, time_range=time_range, department=department, idle_below_pct=1.0)
     rows = [
         IdleHour(job_id, hour, allocated)
         for job_id, hour, allocated in idle.values_list("job", "hour", "allocated_gpu_s").order_by(
             "job", "hour"
         )
     ]
-    stretches = find_idle_stretches(rows, min_hours=min_hours)
-    jobs = Job.objects.select_related("department").in_bulk({s.job_id for s in stretches})
-    return [
-        IdleAllocation(jobs[s.job_id], s.start, s.end, s.hours, s.allocated_gpu_s / 3600)
-        for s in stretches
-        if s.job_id in jobs
-    ]
+    return find_idle_stretches(rows, min_hours=min_hours)
 
 
 def node_class_counts(*, user: User) -> tuple[dict[str, int], datetime | None]:

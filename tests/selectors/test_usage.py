@@ -166,3 +166,33 @@ def test_day_resolution_reads_node_days_with_the_same_numbers(world, org_committ
     assert [v for v in values["gpu-001"] if v is not None] == [66.7]
     assert all(v is None for v in values["gpu-003"])
     assert usage.cluster_usage(user=org_committee, time_range=two_weeks).busy_gpu_hours == 8
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_idle_stretches_found_in_sql_equal_the_python_rule(db, org_committee, seed):
+    import random
+
+    from efficiency.models import JobHour
+    from tests.factories import JobFactory
+
+    rng = random.Random(seed)
+    department = DepartmentFactory(code=f"d{seed}")
+    rows = []
+    for _ in range(6):
+        job = JobFactory(department=department)
+        for hour in range(48):
+            if rng.random() < 0.3:
+                continue  # the job did not hold GPUs that hour
+            allocated = rng.choice([3600.0, 7200.0, 28800.0])
+            busy = 0.0 if rng.random() < 0.6 else allocated * rng.random()
+            rows.append(JobHour(job=job, department=department, hour=T0 + timedelta(hours=hour),
+                                allocated_gpu_s=allocated, busy_gpu_s=busy))  # fmt: skip
+    JobHour.objects.bulk_create(rows)
+    window = TimeRange("custom", T0, T0 + timedelta(days=2))
+    for min_hours in (1, 2, 3):
+        found = usage.idle_allocation_list(user=org_committee, time_range=window, min_hours=min_hours)
+        reference = usage.idle_stretches_reference(user=org_committee, time_range=window, min_hours=min_hours)
+        assert [(i.job.pk, i.start, i.end, i.idle_hours, round(i.wasted_gpu_hours, 6)) for i in found] == [
+            (s.job_id, s.start, s.end, s.hours, round(s.allocated_gpu_s / 3600, 6)) for s in reference
+        ]
+        assert found, "the pattern has idle stretches"
