@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
@@ -250,7 +251,10 @@ def idle_allocation_list(
     same rule, and tests/selectors checks that both agree.
     """
     idle = _idle_hours(user=user, time_range=time_range, department=department, idle_below_pct=idle_below_pct)
-    inner_sql, params = idle.values("job_id", "hour", "allocated_gpu_s").query.sql_with_params()
+    try:
+        inner_sql, params = idle.values("job_id", "hour", "allocated_gpu_s").query.sql_with_params()
+    except EmptyResultSet:  # the user may see no department at all
+        return []
     epoch = (
         "EXTRACT(EPOCH FROM hour)"
         if connection.vendor == "postgresql"

@@ -9,6 +9,8 @@ from efficiency.selectors.jobs import job_list
 from efficiency.selectors.usage import idle_allocation_list, job_usage_list, node_classification_history
 from efficiency.views.helpers import get_or_404, render_filtered_list
 from efficiency.views.usage import (
+    department_heatmap_context,
+    department_jobs_context,
     department_usage_context,
     idle_allocations_csv,
     jobs_usage_csv,
@@ -82,3 +84,26 @@ def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, "efficiency/inventory/node_detail.html", context, status=400)
     context.update(node_usage_context(node, time_range))
     return render(request, "efficiency/inventory/node_detail.html", context)
+
+
+def _department_part(request: HttpRequest, code: str, template: str, build) -> HttpResponse:
+    department = get_or_404(department_get, user=request.user, code=code)
+    _, time_range = time_range_from_request(request.GET)
+    if time_range is None:
+        return HttpResponse(status=400)
+    context = {"department": department, "time_range": time_range, **build(request, department, time_range)}
+    return render(request, template, context)
+
+
+def department_heatmap_view(request: HttpRequest, code: str) -> HttpResponse:
+    """The department page's heatmap, fetched by htmx once the page is shown."""
+    return _department_part(
+        request, code, "efficiency/inventory/partials/department_heatmap.html", department_heatmap_context
+    )
+
+
+def department_jobs_view(request: HttpRequest, code: str) -> HttpResponse:
+    """The department page's job and idle-allocation tables, fetched by htmx."""
+    return _department_part(
+        request, code, "efficiency/inventory/partials/department_jobs.html", department_jobs_context
+    )

@@ -130,7 +130,6 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
     totals = usage.department_usage(user=user, department=department, time_range=time_range)
     previous = usage.department_usage(user=user, department=department, time_range=time_range.previous())
     points = usage.department_usage_series(user=user, department=department, time_range=time_range)
-    heatmap = usage.department_heatmap(user=user, department=department, time_range=time_range)
     hours = time_range.bucket_seconds / 3600
     times = local_times(p.time for p in points)
     return {
@@ -157,18 +156,6 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
             title=_("Utilization and allocation rate"),
             axis_label=_("Share of GPU time"),
         ),
-        "heatmap_figure": charts.heatmap_figure(
-            heatmap.nodes,
-            local_times(heatmap.times),
-            heatmap.values_pct,
-            title=_("Utilization per node and hour") if hours == 1 else _("Utilization per node and day"),
-            colorbar_label=_("Utilization"),
-            missing_label=_("no samples"),
-        ),
-        "jobs_usage": usage.job_usage_list(user=user, time_range=time_range, department=department, limit=50),
-        "idle_allocations": usage.idle_allocation_list(
-            user=user, time_range=time_range, department=department
-        )[:50],
     }
 
 
@@ -258,5 +245,32 @@ def job_usage_context(job) -> dict:
             },
             {activity: "%", sm_active: "%", memory: "MiB", power: "W"},
             title=_("The job's GPUs over its run (mean over its nodes' GPUs)"),
+        ),
+    }
+
+
+def department_heatmap_context(request: HttpRequest, department, time_range: TimeRange) -> dict:
+    """The node x time heatmap, loaded after the page (large departments have many nodes)."""
+    heatmap = usage.department_heatmap(user=request.user, department=department, time_range=time_range)
+    by_hour = time_range.bucket == "hour"
+    return {
+        "heatmap_figure": charts.heatmap_figure(
+            heatmap.nodes,
+            local_times(heatmap.times),
+            heatmap.values_pct,
+            title=_("Utilization per node and hour") if by_hour else _("Utilization per node and day"),
+            colorbar_label=_("Utilization"),
+            missing_label=_("no samples"),
+        )
+    }
+
+
+def department_jobs_context(request: HttpRequest, department, time_range: TimeRange) -> dict:
+    """Jobs by GPU-hours and idle allocations, loaded after the page."""
+    user = request.user
+    return {
+        "jobs_usage": usage.job_usage_list(user=user, time_range=time_range, department=department, limit=50),
+        "idle_allocations": usage.idle_allocation_list(
+            user=user, time_range=time_range, department=department, limit=50
         ),
     }

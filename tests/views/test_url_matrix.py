@@ -26,6 +26,8 @@ MATRIX = {
     "efficiency:usage-overview": ("get", lambda o: "/usage/", COMMITTEE_PAGE),
     "efficiency:department-list": ("get", lambda o: "/departments/", PAGE),
     "efficiency:department-detail": ("get", lambda o: f"/departments/{o.dept_a.code}/", A_ONLY),
+    "efficiency:department-heatmap": ("get", lambda o: f"/departments/{o.dept_a.code}/heatmap/", A_ONLY),
+    "efficiency:department-jobs": ("get", lambda o: f"/departments/{o.dept_a.code}/jobs/", A_ONLY),
     "efficiency:node-list": ("get", lambda o: "/nodes/", PAGE),
     "efficiency:node-detail": ("get", lambda o: f"/nodes/{o.node_a.pk}/", A_ONLY),
     "efficiency:job-list": ("get", lambda o: "/jobs/", PAGE),
