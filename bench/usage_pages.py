@@ -13,7 +13,8 @@ full metric coverage except short outages and the odd partly scraped hour.
 Then, in one process and against the same data, times with the Django test client:
 
   page : /usage/?range=... (cluster overview, as a committee member) and
-         /departments/<code>/?range=... (as that department's head)
+         /departments/<code>/?range=... (as that department's head), and the two parts that page
+         loads with htmx right after: /departments/<code>/heatmap/ and /departments/<code>/jobs/
   raw  : the single SQL aggregate each page needs at minimum: the four NodeHour sums over the
          range (for the department page restricted to the department's nodes)
 
@@ -687,6 +688,22 @@ def run(args: argparse.Namespace) -> None:
                     RAW_DEPARTMENT_SQL,
                     (start, end, department_id),
                 ),
+                # The department page fetches these two parts with htmx right after it is shown:
+                # the user waits for them too, so they are measured like pages.
+                (
+                    "dept heatmap",
+                    head_client,
+                    f"/departments/{args.department}/heatmap/?range={days}d",
+                    RAW_DEPARTMENT_SQL,
+                    (start, end, department_id),
+                ),
+                (
+                    "dept jobs",
+                    head_client,
+                    f"/departments/{args.department}/jobs/?range={days}d",
+                    RAW_DEPARTMENT_SQL,
+                    (start, end, department_id),
+                ),
             ]
             for label, client, url, sql, params in pages:
                 print(f"  raw aggregate for {label} {days}d: {plan_summary(sql, params)}")
@@ -712,11 +729,11 @@ def run(args: argparse.Namespace) -> None:
         print(line)
     print("\nGrowth of page p95 (raw aggregate p95 in brackets):")
     small, large = sizes
-    for label in ("overview", "department"):
+    for label in ("overview", "department", "dept heatmap", "dept jobs"):
         by_nodes = growth(results.get((small, args.days, label)), results.get((large, args.days, label)))
         by_range = growth(results.get((large, 7, label)), results.get((large, args.days, label)))
         print(
-            f"  {label:<11} x{large / small:.0f} nodes ({args.days}d): {by_nodes}   "
+            f"  {label:<13} x{large / small:.0f} nodes ({args.days}d): {by_nodes}   "
             f"x{args.days / 7:.1f} range ({large} nodes): {by_range}"
         )
     if profiles:
