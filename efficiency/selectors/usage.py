@@ -142,32 +142,60 @@ class Heatmap:
     nodes: list[str]
     times: list[datetime]
     values_pct: list[list[float | None]]  # one row per node; None = no samples
+    block_hours: int = 1  # hourly maps of many nodes are merged into blocks of this many hours
 
 
-def department_heatmap(*, user: User, department: Department, time_range: TimeRange) -> Heatmap:
+HEATMAP_MAX_CELLS = 12_000  # beyond this a chart is slow to build and no more readable
+
+
+def department_heatmap(
+    *, user: User, department: Department, time_range: TimeRange, max_cells: int = HEATMAP_MAX_CELLS
+) -> Heatmap:
     """Utilization of each owned node per hour (ranges up to a week) or day; None where nothing
-    was sampled. Day cells come from NodeDay, so a 90-day map reads one row a node and day."""
+    was sampled. Day cells come from NodeDay, so a 90-day map reads one row a node and day; an
+    hourly map of more than ``max_cells`` cells is merged into blocks of several hours."""
+    tz = timezone.get_current_timezone()
     if time_range.bucket == "hour":
         rows = node_hours(user=user, time_range=time_range).filter(owner_department=department)
         rows = rows.values_list("node__hostname", "hour", "sampled_gpu_s", "busy_gpu_s")
     else:
-        tz = timezone.get_current_timezone()
         first, last = time_range.start.astimezone(tz).date(), time_range.end.astimezone(tz).date()
         rows = scope_queryset(NodeDay.objects.filter(day__gte=first, day__lte=last), user).filter(
             owner_department=department
         )
         rows = rows.values_list("node__hostname", "day", "sampled_gpu_s", "busy_gpu_s")
-    cells: dict[str, dict] = defaultdict(dict)
-    times: set = set()
-    tz = timezone.get_current_timezone()
+    sums: dict[str, dict[datetime, list[float]]] = defaultdict(dict)
     for hostname, when, sampled, busy in rows:
         if not isinstance(when, datetime):  # a NodeDay date: its midnight in the display zone
             when = datetime.combine(when, time.min, tzinfo=tz)
-        cells[hostname][when] = round(min(busy / sampled, 1.0) * 100, 1) if sampled > 0 else None
-        times.add(when)
-    ordered_times = sorted(times)
-    nodes = sorted(cells)
-    return Heatmap(nodes, ordered_times, [[cells[node].get(t) for t in ordered_times] for node in nodes])
+        sums[hostname][when] = [sampled, busy]
+    nodes = sorted(sums)
+    times = sorted({when for cells in sums.values() for when in cells})
+    block = 1
+    if time_range.bucket == "hour" and len(nodes) * len(times) > max_cells:
+        block = -(-len(nodes) * len(times) // max_cells)
+        times, sums = _merge_hours(times, sums, time_range.start, block)
+
+    def cell(node: str, when: datetime) -> float | None:
+        sampled, busy = sums[node].get(when, (0.0, 0.0))
+        return round(min(busy / sampled, 1.0) * 100, 1) if sampled > 0 else None
+
+    return Heatmap(nodes, times, [[cell(node, t) for t in times] for node in nodes], block)
+
+
+def _merge_hours(times, sums, start: datetime, block: int):
+    """Sum hourly cells into blocks of ``block`` hours counted from the range's start."""
+
+    def block_start(when: datetime) -> datetime:
+        return start + timedelta(hours=int((when - start).total_seconds() // 3600) // block * block)
+
+    merged: dict[str, dict[datetime, list[float]]] = defaultdict(dict)
+    for node, cells in sums.items():
+        for when, (sampled, busy) in cells.items():
+            target = merged[node].setdefault(block_start(when), [0.0, 0.0])
+            target[0] += sampled
+            target[1] += busy
+    return sorted({block_start(when) for when in times}), merged
 
 
 @dataclass(frozen=True)

@@ -258,7 +258,13 @@ def department_heatmap_context(request: HttpRequest, department, time_range: Tim
             heatmap.nodes,
             local_times(heatmap.times),
             heatmap.values_pct,
-            title=_("Utilization per node and hour") if by_hour else _("Utilization per node and day"),
+            title=(
+                _("Utilization per node and day")
+                if not by_hour
+                else _("Utilization per node and hour")
+                if heatmap.block_hours == 1
+                else _("Utilization per node, %(hours)s-hour blocks") % {"hours": heatmap.block_hours}
+            ),
             colorbar_label=_("Utilization"),
             missing_label=_("no samples"),
         )

@@ -196,3 +196,12 @@ def test_idle_stretches_found_in_sql_equal_the_python_rule(db, org_committee, se
             (s.job_id, s.start, s.end, s.hours, round(s.allocated_gpu_s / 3600, 6)) for s in reference
         ]
         assert found, "the pattern has idle stretches"
+
+
+def test_an_hourly_map_of_many_cells_is_merged_into_blocks_of_hours(world, org_committee):
+    _, vision, _ = world
+    heatmap = usage.department_heatmap(user=org_committee, department=vision, time_range=RANGE, max_cells=2)
+    # 2 nodes x 2 hours = 4 cells > 2: blocks of 2 hours; gpu-001: 8 busy of 12 sampled.
+    assert heatmap.block_hours == 2
+    assert heatmap.times == [T0]
+    assert heatmap.values_pct == [[66.7], [None]]
