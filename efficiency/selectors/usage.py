@@ -152,50 +152,75 @@ def department_heatmap(
     *, user: User, department: Department, time_range: TimeRange, max_cells: int = HEATMAP_MAX_CELLS
 ) -> Heatmap:
     """Utilization of each owned node per hour (ranges up to a week) or day; None where nothing
-    was sampled. Day cells come from NodeDay, so a 90-day map reads one row a node and day; an
-    hourly map of more than ``max_cells`` cells is merged into blocks of several hours."""
+    was sampled. Day cells come from NodeDay (one row a node and day); hourly cells are summed
+    in the database, in blocks of several hours when the map would exceed ``max_cells``."""
     tz = timezone.get_current_timezone()
     if time_range.bucket == "hour":
-        rows = node_hours(user=user, time_range=time_range).filter(owner_department=department)
-        rows = rows.values_list("node__hostname", "hour", "sampled_gpu_s", "busy_gpu_s")
-    else:
-        first, last = time_range.start.astimezone(tz).date(), time_range.end.astimezone(tz).date()
-        rows = scope_queryset(NodeDay.objects.filter(day__gte=first, day__lte=last), user).filter(
-            owner_department=department
-        )
-        rows = rows.values_list("node__hostname", "day", "sampled_gpu_s", "busy_gpu_s")
-    sums: dict[str, dict[datetime, list[float]]] = defaultdict(dict)
-    for hostname, when, sampled, busy in rows:
-        if not isinstance(when, datetime):  # a NodeDay date: its midnight in the display zone
-            when = datetime.combine(when, time.min, tzinfo=tz)
-        sums[hostname][when] = [sampled, busy]
-    nodes = sorted(sums)
-    times = sorted({when for cells in sums.values() for when in cells})
-    block = 1
-    if time_range.bucket == "hour" and len(nodes) * len(times) > max_cells:
-        block = -(-len(nodes) * len(times) // max_cells)
-        times, sums = _merge_hours(times, sums, time_range.start, block)
+        return _hourly_heatmap(user, department, time_range, max_cells)
+    first, last = time_range.start.astimezone(tz).date(), time_range.end.astimezone(tz).date()
+    rows = (
+        scope_queryset(NodeDay.objects.filter(day__gte=first, day__lte=last), user)
+        .filter(owner_department=department)
+        .values_list("node__hostname", "day", "sampled_gpu_s", "busy_gpu_s")
+    )
+    return _heatmap(
+        (
+            (host, datetime.combine(day, time.min, tzinfo=tz), sampled, busy)
+            for host, day, sampled, busy in rows
+        ),
+        block_hours=1,
+    )
 
-    def cell(node: str, when: datetime) -> float | None:
+
+def _hourly_heatmap(user: User, department: Department, time_range: TimeRange, max_cells: int) -> Heatmap:
+    owned = node_hours(user=user, time_range=time_range).filter(owner_department=department)
+    hours = int(time_range.duration.total_seconds() // 3600)
+    node_count = Node.objects.filter(owner_department=department).count()
+    block = max(1, -(-node_count * hours // max_cells))
+    try:
+        inner_sql, params = owned.values(
+            "node_id", "hour", "sampled_gpu_s", "busy_gpu_s"
+        ).query.sql_with_params()
+    except EmptyResultSet:
+        return Heatmap([], [], [], block)
+    sql = (
+        f"SELECT node_id, {_block_index_sql()} AS block, SUM(sampled_gpu_s), SUM(busy_gpu_s) "  # noqa: S608
+        f"FROM ({inner_sql}) node_hours GROUP BY node_id, block"
+    )
+    start_epoch = int(time_range.start.timestamp())
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [start_epoch, 3600 * block, *params])
+        rows = cursor.fetchall()
+    hostnames = dict(Node.objects.filter(pk__in={row[0] for row in rows}).values_list("pk", "hostname"))
+    return _heatmap(
+        (
+            (hostnames[node_id], time_range.start + timedelta(hours=int(index) * block), sampled, busy)
+            for node_id, index, sampled, busy in rows
+        ),
+        block_hours=block,
+    )
+
+
+def _block_index_sql() -> str:
+    """Which block of ``%s`` seconds, counted from epoch ``%s``, an hour falls in (SQL)."""
+    if connection.vendor == "postgresql":
+        return "FLOOR((EXTRACT(EPOCH FROM hour) - %s) / %s)"
+    return "((CAST(strftime('%%s', hour) AS INTEGER) - %s) / %s)"  # integer division: floor for >= 0
+
+
+def _heatmap(cells, *, block_hours: int) -> Heatmap:
+    """Build the matrix from (hostname, time, sampled GPU-s, busy GPU-s) cells."""
+    sums: dict[str, dict[datetime, tuple[float, float]]] = defaultdict(dict)
+    for hostname, when, sampled, busy in cells:
+        sums[hostname][when] = (sampled or 0.0, busy or 0.0)
+    nodes = sorted(sums)
+    times = sorted({when for node_cells in sums.values() for when in node_cells})
+
+    def value(node: str, when: datetime) -> float | None:
         sampled, busy = sums[node].get(when, (0.0, 0.0))
         return round(min(busy / sampled, 1.0) * 100, 1) if sampled > 0 else None
 
-    return Heatmap(nodes, times, [[cell(node, t) for t in times] for node in nodes], block)
-
-
-def _merge_hours(times, sums, start: datetime, block: int):
-    """Sum hourly cells into blocks of ``block`` hours counted from the range's start."""
-
-    def block_start(when: datetime) -> datetime:
-        return start + timedelta(hours=int((when - start).total_seconds() // 3600) // block * block)
-
-    merged: dict[str, dict[datetime, list[float]]] = defaultdict(dict)
-    for node, cells in sums.items():
-        for when, (sampled, busy) in cells.items():
-            target = merged[node].setdefault(block_start(when), [0.0, 0.0])
-            target[0] += sampled
-            target[1] += busy
-    return sorted({block_start(when) for when in times}), merged
+    return Heatmap(nodes, times, [[value(node, t) for t in times] for node in nodes], block_hours)
 
 
 @dataclass(frozen=True)
