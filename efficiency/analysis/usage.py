@@ -67,15 +67,6 @@ class UsageTotals:
         """Busy / sampled (0-1); None when nothing was sampled (unknown, not zero)."""
         return _ratio(self.busy_gpu_s, self.sampled_gpu_s)
 
-    @property
-    def idle_allocated_gpu_hours(self) -> float:
-        """Allocated GPU-hours that did no work (what an allocation wasted), assuming the
-        unsampled part of an allocation was as busy as the sampled part."""
-        utilization = self.utilization
-        if utilization is None:
-            return 0.0
-        return max(0.0, self.allocated_gpu_s * (1 - utilization)) / HOUR_S
-
 
 def _ratio(part: float, whole: float) -> float | None:
     if whole <= 0:

@@ -201,11 +201,18 @@ def _hourly_heatmap(user: User, department: Department, time_range: TimeRange, m
     )
 
 
+def _epoch_sql() -> str:
+    """The ``hour`` column as seconds since the Unix epoch, in this database's SQL."""
+    if connection.vendor == "postgresql":
+        return "EXTRACT(EPOCH FROM hour)"
+    return "CAST(strftime('%%s', hour) AS INTEGER)"
+
+
 def _block_index_sql() -> str:
     """Which block of ``%s`` seconds, counted from epoch ``%s``, an hour falls in (SQL)."""
     if connection.vendor == "postgresql":
-        return "FLOOR((EXTRACT(EPOCH FROM hour) - %s) / %s)"
-    return "((CAST(strftime('%%s', hour) AS INTEGER) - %s) / %s)"  # integer division: floor for >= 0
+        return f"FLOOR(({_epoch_sql()} - %s) / %s)"
+    return f"(({_epoch_sql()} - %s) / %s)"  # integer division: floor for values >= 0
 
 
 def _heatmap(cells, *, block_hours: int) -> Heatmap:
@@ -308,11 +315,7 @@ def idle_allocation_list(
         inner_sql, params = idle.values("job_id", "hour", "allocated_gpu_s").query.sql_with_params()
     except EmptyResultSet:  # the user may see no department at all
         return []
-    epoch = (
-        "EXTRACT(EPOCH FROM hour)"
-        if connection.vendor == "postgresql"
-        else "CAST(strftime('%%s', hour) AS INTEGER)"
-    )
+    epoch = _epoch_sql()
     sql = (
         "SELECT job_id, MIN(ts), MAX(ts), COUNT(*), SUM(allocated_gpu_s) FROM ("  # noqa: S608 -- no user text
         f"  SELECT job_id, allocated_gpu_s, {epoch} AS ts,"
@@ -401,7 +404,7 @@ def node_gpu_usage(*, node: Node, time_range: TimeRange) -> list[GpuUsage]:
     rows = (
         GpuSample.objects.filter(node=node, ts__gte=time_range.start, ts__lt=time_range.end)
         .values("gpu_index")
-        .annotate(activity=Avg(Cast(activity, FloatField())), samples=Sum(1))
+        .annotate(activity=Avg(Cast(activity, FloatField())), samples=Count("*"))
         .order_by("gpu_index")
     )
     found = {row["gpu_index"]: row for row in rows}

@@ -30,29 +30,30 @@ def local_times(times) -> list:
     return [timezone.localtime(t) for t in times]
 
 
-def trend_charts(points: list[usage.UsagePoint], *, title_suffix: str = "") -> dict:
-    """The utilization trend and water level of a usage series."""
-    times = local_times(p.time for p in points)
-    return {
-        "trend_figure": charts.utilization_trend_figure(
-            times,
-            {
-                _("Utilization"): [percent(p.totals.utilization) for p in points],
-                _("Allocation rate"): [percent(p.totals.allocation_rate) for p in points],
-            },
-            title=_("Utilization and allocation rate") + title_suffix,
-            axis_label=_("Share of GPU time"),
-        ),
-        "water_level_figure": charts.water_level_figure(
-            times,
-            [round(p.gpus_allocated, 1) for p in points],
-            [round(p.gpus_available, 1) for p in points],
-            title=_("Water level: GPUs allocated of GPUs available"),
-            allocated_label=_("GPUs allocated"),
-            total_label=_("GPUs available"),
-            axis_label=_("GPUs"),
-        ),
-    }
+def trend_figure(points: list[usage.UsagePoint]):
+    """Utilization and allocation rate of a usage series, in percent."""
+    return charts.utilization_trend_figure(
+        local_times(p.time for p in points),
+        {
+            _("Utilization"): [percent(p.totals.utilization) for p in points],
+            _("Allocation rate"): [percent(p.totals.allocation_rate) for p in points],
+        },
+        title=_("Utilization and allocation rate"),
+        axis_label=_("Share of GPU time"),
+    )
+
+
+def water_level_figure(points: list[usage.UsagePoint]):
+    """GPUs allocated under GPUs available, per bucket of a usage series."""
+    return charts.water_level_figure(
+        local_times(p.time for p in points),
+        [round(p.gpus_allocated, 1) for p in points],
+        [round(p.gpus_available, 1) for p in points],
+        title=_("Water level: GPUs allocated of GPUs available"),
+        allocated_label=_("GPUs allocated"),
+        total_label=_("GPUs available"),
+        axis_label=_("GPUs"),
+    )
 
 
 @role_required(Role.COMMITTEE, Role.PLATFORM_ADMIN)
@@ -90,8 +91,9 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
             class_counts, title=_("Node classes"), class_labels=class_labels(), axis_label=_("Nodes")
         ),
         "classified_until": classified_until,
-        **trend_charts(usage.cluster_usage_series(user=user, time_range=time_range)),
     }
+    points = usage.cluster_usage_series(user=user, time_range=time_range)
+    context.update(trend_figure=trend_figure(points), water_level_figure=water_level_figure(points))
     return render(request, template, context)
 
 
@@ -147,15 +149,7 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
             busy_label=_("Busy"),
             axis_label=_("GPU-hours per hour") if hours == 1 else _("GPU-hours per day"),
         ),
-        "trend_figure": charts.utilization_trend_figure(
-            times,
-            {
-                _("Utilization"): [percent(p.totals.utilization) for p in points],
-                _("Allocation rate"): [percent(p.totals.allocation_rate) for p in points],
-            },
-            title=_("Utilization and allocation rate"),
-            axis_label=_("Share of GPU time"),
-        ),
+        "trend_figure": trend_figure(points),
     }
 
 
@@ -221,7 +215,7 @@ def node_usage_context(node, time_range: TimeRange) -> dict:
     inventory = {gpu.index: gpu for gpu in node.gpus.all()}
     return {
         "totals": usage.node_usage(node=node, time_range=time_range),
-        "trend_figure": trend_charts(points)["trend_figure"],
+        "trend_figure": trend_figure(points),
         # One row per GPU the node has, whether or not the inventory lists its UUID yet.
         "gpu_rows": [
             (inventory.get(row.index), row) for row in usage.node_gpu_usage(node=node, time_range=time_range)

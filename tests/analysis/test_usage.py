@@ -37,12 +37,6 @@ def test_totals_add_up_across_nodes_and_hours():
     assert total.utilization == pytest.approx(4500 / 7200)
 
 
-def test_idle_allocated_gpu_hours():
-    # 10 GPU-hours allocated at 25% utilization: 7.5 GPU-hours did no work.
-    totals = UsageTotals(available_gpu_s=36000, allocated_gpu_s=36000, sampled_gpu_s=36000, busy_gpu_s=9000)
-    assert totals.idle_allocated_gpu_hours == pytest.approx(7.5)
-
-
 def test_percent_and_change_points():
     assert percent(0.31234) == 31.2
     assert percent(None) is None
