@@ -179,9 +179,9 @@ def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> N
         recorder.add(result, parse_rejected=readings.rejected)
     if failures and len(failures) == len(urls):
         raise SourceUnavailable("; ".join(failures[:5]))
-    for failure in failures:
-        recorder.rejects.append({"kind": "rejected", "reason": failure, "excerpt": "", "line": None})
-        recorder.run.rejected += 1
+    # Exporters that did not answer while others did: counted like rejected input, and kept
+    # within the same cap on listed rejections.
+    recorder.add(IngestResult(), parse_rejected=[Rejected(reason=failure) for failure in failures])
     recorder.watermark = now
 
 
