@@ -5,8 +5,9 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, Sum
 
 from efficiency.choices import JobState
-from efficiency.models import Department, Job, Node
-from efficiency.scoping import User, scope_queryset, visible_department_ids
+from efficiency.models import Department, Job
+from efficiency.scoping import User, scope_queryset
+from efficiency.selectors.inventory import owned_node_list
 
 
 @dataclass(frozen=True)
@@ -23,11 +24,7 @@ class HomeSummary:
 
 def home_summary(*, user: User) -> HomeSummary:
     """Headline counts within the user's scope (GPUs: in-service nodes the scope owns)."""
-    ids = visible_department_ids(user)
-    nodes = Node.objects.in_service()
-    if ids is not None:
-        nodes = nodes.filter(owner_department_id__in=ids)
-    node_totals = nodes.aggregate(
+    node_totals = owned_node_list(user=user).aggregate(
         nodes=Count("pk"),
         gpus=Sum("gpu_count", default=0),
         shared=Sum("gpu_count", filter=Q(owner_department__isnull=True), default=0),

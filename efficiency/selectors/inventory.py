@@ -51,6 +51,15 @@ def node_get(*, user: User, pk: int) -> Node:
     return node_list(user=user).prefetch_related("gpus").get(pk=pk)
 
 
+def owned_node_list(*, user: User) -> QuerySet[Node]:
+    """In-service nodes owned by the departments the user sees (all, shared pool included, for
+    those who see every department). Not the node scope: a head also sees nodes their jobs ran
+    on, but owns only their own."""
+    nodes = Node.objects.in_service()
+    ids = visible_department_ids(user)
+    return nodes if ids is None else nodes.filter(owner_department_id__in=ids)
+
+
 @dataclass(frozen=True)
 class OwnershipRow:
     """GPUs of one model owned by one department (``department`` None: the shared pool)."""
@@ -66,11 +75,7 @@ def gpu_ownership_summary(*, user: User) -> list[OwnershipRow]:
     Department heads see their own departments only; the shared pool appears for roles that
     see every department.
     """
-    nodes = Node.objects.in_service()
-    ids = visible_department_ids(user)
-    if ids is not None:
-        # Not the node scope: a head sees nodes their jobs ran on, but owns only their own.
-        nodes = nodes.filter(owner_department_id__in=ids)
+    nodes = owned_node_list(user=user)
     rows = (
         nodes.values("owner_department__name", "gpu_model")
         .annotate(gpus=Sum("gpu_count"))
