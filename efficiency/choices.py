@@ -84,3 +84,25 @@ class NodeClass(models.TextChoices):
     FLUCTUATING = "fluctuating", _("Fluctuating")
     STEADY = "steady", _("Steady")
     UNKNOWN = "unknown", _("Unknown")
+
+
+class QuotaCycleStatus(models.TextChoices):
+    """A cycle's quotas are proposed (the committee may still edit them), then approved."""
+
+    PROPOSED = "proposed", _("Proposed")
+    APPROVED = "approved", _("Approved")
+
+
+class QuotaEventKind(models.TextChoices):
+    CREATED = "created", _("Cycle created")
+    PROPOSED = "proposed", _("Proposal computed")
+    EDITED = "edited", _("Quota edited")
+    APPROVED = "approved", _("Approved")
+    OBJECTION = "objection", _("Objection filed")
+    ANSWERED = "answered", _("Objection answered")
+    EXPORTED = "exported", _("Exported")
+
+
+class CapacityAlertKind(models.TextChoices):
+    POOL_EXHAUSTED = "pool_exhausted", _("Shared pool exhausted")
+    DEMAND_TREND = "demand_trend", _("Demand trend crosses capacity")

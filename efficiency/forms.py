@@ -104,3 +104,31 @@ def time_range_from_request(params, *, now: datetime | None = None) -> tuple[Ran
     if form.is_valid():
         return form, form.cleaned_data["time_range"]
     return form, None
+
+
+class QuotaEditForm(forms.Form):
+    """One proposed quota as a committee member edits it (prefixed with the quota's id)."""
+
+    guaranteed_gpus = forms.IntegerField(label=_("Guaranteed GPUs"), min_value=0, max_value=1_000_000)
+    borrowing_limit_gpus = forms.IntegerField(
+        label=_("Borrowing limit (GPUs)"), min_value=0, max_value=1_000_000, required=False
+    )
+
+
+class CommentForm(forms.Form):
+    comment = forms.CharField(
+        label=_("Comment"), max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+
+class ObjectionForm(forms.Form):
+    department = forms.ModelChoiceField(label=_("Department"), queryset=None, empty_label=None)
+    text = forms.CharField(label=_("Objection"), max_length=4000, widget=forms.Textarea(attrs={"rows": 3}))
+
+    def __init__(self, *args, departments, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["department"].queryset = departments
+
+
+class AnswerForm(forms.Form):
+    response = forms.CharField(label=_("Answer"), max_length=4000, widget=forms.Textarea(attrs={"rows": 2}))

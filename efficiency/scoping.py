@@ -14,10 +14,11 @@ from functools import cache
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 
 from efficiency.choices import Role
 from efficiency.models import (
+    CapacityAlert,
     Department,
     DepartmentHour,
     DepartmentMapping,
@@ -28,6 +29,11 @@ from efficiency.models import (
     NodeClassification,
     NodeDay,
     NodeHour,
+    Quota,
+    QuotaBacktest,
+    QuotaCycle,
+    QuotaEvent,
+    QuotaObjection,
     ScopeHour,
 )
 
@@ -85,6 +91,15 @@ def _scopers() -> dict[type[Model], object]:
         DepartmentHour: lambda qs, ids: qs.filter(department_id__in=ids),
         JobHour: lambda qs, ids: qs.filter(department_id__in=ids),
         NodeClassification: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),
+        # Quota planning: a head sees the cycles, their own department's quotas, objections and
+        # history (and the cycle-wide events such as approval), not the committee material
+        # that compares every department (backtests, capacity alerts).
+        QuotaCycle: lambda qs, ids: qs,
+        Quota: lambda qs, ids: qs.filter(department_id__in=ids),
+        QuotaObjection: lambda qs, ids: qs.filter(department_id__in=ids),
+        QuotaEvent: lambda qs, ids: qs.filter(Q(department_id__in=ids) | Q(department__isnull=True)),
+        QuotaBacktest: lambda qs, ids: qs.none(),
+        CapacityAlert: lambda qs, ids: qs.none(),
     }
 
 

@@ -5,7 +5,8 @@ import socket
 from celery import shared_task
 from celery.signals import worker_ready
 
-from efficiency.models import Cluster
+from efficiency.models import Cluster, QuotaCycle
+from efficiency.services import quotas
 from efficiency.services.classification import node_classes_refresh
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
 from efficiency.services.rollups import retention_prune, rollups_refresh
@@ -77,3 +78,28 @@ def node_classes_refresh_task() -> dict:
 @shared_task
 def retention_prune_task() -> dict:
     return retention_prune()
+
+
+@shared_task
+def quota_cycles_roll_task() -> dict:
+    """First cycle for new clusters; the next cycle's proposal a few days before it begins."""
+    return quotas.quota_cycles_roll()
+
+
+@shared_task
+def quota_backtest_task(cycle_id: int) -> dict:
+    """Backtest a cycle's quotas against the last cycle's jobs (a new row each run)."""
+    cycle = QuotaCycle.objects.select_related("cluster").filter(pk=cycle_id).first()
+    if cycle is None:
+        return {"skipped": "no such cycle"}
+    backtest = quotas.quota_backtest_run(cycle=cycle)
+    return {"backtest": backtest.pk, "jobs": backtest.job_count, "seconds": round(backtest.duration_s, 2)}
+
+
+@shared_task
+def capacity_check_task() -> dict:
+    """Raise or resolve capacity alerts on every cluster."""
+    return {
+        cluster.slug: len(quotas.capacity_check(cluster=cluster))
+        for cluster in Cluster.objects.filter(nodes__isnull=False).distinct()
+    }

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from efficiency.views import home, inventory, jobs, sources, usage
+from efficiency.views import home, inventory, jobs, quotas, sources, usage
 
 app_name = "efficiency"
 
@@ -15,6 +15,24 @@ urlpatterns = [
     path("nodes/<int:pk>/", inventory.node_detail_view, name="node-detail"),
     path("jobs/", jobs.job_list_view, name="job-list"),
     path("jobs/<int:pk>/", jobs.job_detail_view, name="job-detail"),
+    path("quotas/", quotas.quota_overview_view, name="quota-overview"),
+    path("quotas/propose/", quotas.quota_propose_view, name="quota-propose"),
+    path("quotas/cycles/", quotas.quota_cycle_list_view, name="quota-cycle-list"),
+    path("quotas/cycles/<int:pk>/", quotas.quota_cycle_detail_view, name="quota-cycle-detail"),
+    path("quotas/cycles/<int:pk>/edit/", quotas.quota_cycle_edit_view, name="quota-cycle-edit"),
+    path("quotas/cycles/<int:pk>/approve/", quotas.quota_cycle_approve_view, name="quota-cycle-approve"),
+    path(
+        "quotas/cycles/<int:pk>/objections/",
+        quotas.quota_objection_create_view,
+        name="quota-objection-create",
+    ),
+    path("quotas/cycles/<int:pk>/backtest/", quotas.quota_backtest_view, name="quota-backtest"),
+    path("quotas/cycles/<int:pk>/export/<slug:fmt>/", quotas.quota_export_view, name="quota-export"),
+    path(
+        "quotas/objections/<int:pk>/answer/",
+        quotas.quota_objection_answer_view,
+        name="quota-objection-answer",
+    ),
     path("sources/", sources.source_list_view, name="source-list"),
     path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
 ]

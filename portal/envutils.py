@@ -41,3 +41,13 @@ def env_int(name: str, default: int) -> int:
 def env_list(name: str, default: str) -> list[str]:
     """A comma-separated list; blanks are dropped."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None

@@ -17,7 +17,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from portal.envutils import env_bool, env_int, env_list, env_str
+from portal.envutils import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -207,6 +207,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "NodeStateEnum": "efficiency.choices.NodeState",
         "JobStateEnum": "efficiency.choices.JobState",
+        "QuotaCycleStatusEnum": "efficiency.choices.QuotaCycleStatus",
     },
 }
 
@@ -259,6 +260,17 @@ CELERY_BEAT_SCHEDULE = {
         "task": "efficiency.tasks.node_classes_refresh_task",
         "schedule": crontab(hour=0, minute=20),
     },
+    # Daily at 00:40 UTC: make the first cycle (the fixed partition) of a new cluster, and
+    # propose the next cycle's quotas PORTAL_QUOTA_PROPOSE_DAYS_AHEAD days before it begins.
+    "quota-cycles-roll": {
+        "task": "efficiency.tasks.quota_cycles_roll_task",
+        "schedule": crontab(hour=0, minute=40),
+    },
+    # Every hour at :25: raise or resolve capacity alerts (shared pool exhausted, demand trend).
+    "capacity-check": {
+        "task": "efficiency.tasks.capacity_check_task",
+        "schedule": crontab(minute=25),
+    },
     # Daily at 03:00 UTC: drop raw samples and log chunks past PORTAL_RAW_RETENTION_DAYS.
     "retention-prune": {
         "task": "efficiency.tasks.retention_prune_task",
@@ -292,3 +304,23 @@ PORTAL_SIMULATOR_PORT = env_int("PORTAL_SIMULATOR_PORT", 9400)
 # hot_util_pct, hot_hour_share, fluctuation_pct, min_covered_hours).
 PORTAL_CYCLE_DAYS = env_int("PORTAL_CYCLE_DAYS", 14)
 PORTAL_NODE_CLASS_THRESHOLDS: dict[str, float] = {}
+# Quota planning (efficiency.analysis.quotas): the next cycle's guarantee is this percentile of
+# last cycle's hourly demand, moved at most PORTAL_QUOTA_MAX_CHANGE_PCT per cycle, at least
+# PORTAL_QUOTA_FLOOR_GPUS, and all guarantees of a GPU model together at most
+# PORTAL_QUOTA_GUARANTEED_SHARE of its capacity (the rest is the shared pool). The proposal is
+# computed PORTAL_QUOTA_PROPOSE_DAYS_AHEAD days before the cycle in force ends.
+PORTAL_QUOTA_PERCENTILE = env_float("PORTAL_QUOTA_PERCENTILE", 75.0)
+PORTAL_QUOTA_MAX_CHANGE_PCT = env_float("PORTAL_QUOTA_MAX_CHANGE_PCT", 25.0)
+PORTAL_QUOTA_FLOOR_GPUS = env_int("PORTAL_QUOTA_FLOOR_GPUS", 8)
+PORTAL_QUOTA_GUARANTEED_SHARE = env_float("PORTAL_QUOTA_GUARANTEED_SHARE", 0.8)
+PORTAL_QUOTA_PROPOSE_DAYS_AHEAD = env_int("PORTAL_QUOTA_PROPOSE_DAYS_AHEAD", 3)
+# Capacity alerts (efficiency.analysis.capacity): the shared pool counts as exhausted when it is
+# used up while a job has waited longer than PORTAL_CAPACITY_WAIT_THRESHOLD_S, for
+# PORTAL_CAPACITY_SUSTAINED_HOURS hours in a row; the GPUs needed are those that bring the P95
+# wait under PORTAL_CAPACITY_WAIT_TARGET_S in the backtest. The demand trend is fitted over
+# PORTAL_CAPACITY_TREND_DAYS and looks PORTAL_CAPACITY_HORIZON_WEEKS ahead.
+PORTAL_CAPACITY_WAIT_THRESHOLD_S = env_int("PORTAL_CAPACITY_WAIT_THRESHOLD_S", 3600)
+PORTAL_CAPACITY_SUSTAINED_HOURS = env_int("PORTAL_CAPACITY_SUSTAINED_HOURS", 6)
+PORTAL_CAPACITY_WAIT_TARGET_S = env_int("PORTAL_CAPACITY_WAIT_TARGET_S", 3600)
+PORTAL_CAPACITY_TREND_DAYS = env_int("PORTAL_CAPACITY_TREND_DAYS", 28)
+PORTAL_CAPACITY_HORIZON_WEEKS = env_int("PORTAL_CAPACITY_HORIZON_WEEKS", 4)

@@ -1,6 +1,25 @@
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from efficiency.models import Department, Gpu, Job, Node, SourceRun
+from efficiency.choices import QuotaCycleStatus
+from efficiency.models import (
+    CapacityAlert,
+    Cluster,
+    Department,
+    Gpu,
+    Job,
+    Node,
+    Quota,
+    QuotaBacktest,
+    QuotaCycle,
+    QuotaEvent,
+    QuotaObjection,
+    SourceRun,
+)
+from efficiency.selectors.quotas import cycle_shared_pool
+from efficiency.services.quotas import EXPORT_FORMATS
 
 
 class DepartmentSerializer(serializers.ModelSerializer):
@@ -99,3 +118,235 @@ class LogPushResultSerializer(serializers.ModelSerializer):
     class Meta:
         model = SourceRun
         fields = ["id", "status", "received", "stored", "duplicates", "rejected", "rejects"]
+
+
+# --- Quota planning ---------------------------------------------------------------------------
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    department_name = serializers.CharField(source="department.name", read_only=True)
+
+    class Meta:
+        model = Quota
+        fields = [
+            "id",
+            "cycle",
+            "department",
+            "department_name",
+            "gpu_model",
+            "guaranteed_gpus",
+            "borrowing_limit_gpus",
+            "previous_gpus",
+            "proposed_gpus",
+            "explanation",
+        ]
+        read_only_fields = fields
+
+
+class QuotaUpdateSerializer(serializers.Serializer):
+    """A committee member's numbers for one proposed quota; fields left out keep their value."""
+
+    guaranteed_gpus = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    borrowing_limit_gpus = serializers.IntegerField(
+        min_value=0,
+        max_value=1_000_000,
+        required=False,
+        allow_null=True,
+        help_text=_("Most GPUs the department may borrow from the shared pool; null: no limit."),
+    )
+    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+
+class QuotaObjectionSerializer(serializers.ModelSerializer):
+    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    responded_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = QuotaObjection
+        fields = [
+            "id",
+            "cycle",
+            "department",
+            "author",
+            "text",
+            "created_at",
+            "response",
+            "responded_by",
+            "responded_at",
+        ]
+        read_only_fields = fields
+
+
+class QuotaObjectionCreateSerializer(serializers.Serializer):
+    """A department head's objection; ``department`` is the code of a department they head that
+    has a quota in the cycle (the view narrows the choices)."""
+
+    department = serializers.SlugRelatedField(
+        slug_field="code",
+        queryset=Department.objects.none(),
+        help_text=_("Code of a department you head that has a quota in this cycle."),
+    )
+    text = serializers.CharField(max_length=4000)
+
+    def __init__(self, *args, departments=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if departments is not None:
+            self.fields["department"].queryset = departments
+
+
+class QuotaObjectionAnswerSerializer(serializers.Serializer):
+    response = serializers.CharField(max_length=4000)
+
+
+class QuotaEventSerializer(serializers.ModelSerializer):
+    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = QuotaEvent
+        fields = ["id", "kind", "department", "gpu_model", "actor", "at", "from_gpus", "to_gpus", "comment"]
+        read_only_fields = fields
+
+
+class QuotaCycleSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    approved_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    shared_pool = serializers.SerializerMethodField(
+        help_text=_("GPUs per model not guaranteed to any department (the whole cluster's).")
+    )
+
+    class Meta:
+        model = QuotaCycle
+        fields = [
+            "id",
+            "cluster",
+            "start",
+            "end",
+            "status",
+            "origin",
+            "capacity",
+            "shared_pool",
+            "approved_at",
+            "approved_by",
+            "approval_comment",
+            "proposal_settings",
+            "demand_start",
+            "demand_end",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_shared_pool(self, cycle: QuotaCycle) -> dict[str, int]:
+        # The pool's size is cluster-wide and shown to department heads too (as on the pages).
+        # The list prefetches every quota of each cycle; a single cycle reads them itself.
+        return cycle_shared_pool(cycle, getattr(cycle, "every_quota", None))
+
+
+class QuotaCycleDetailSerializer(QuotaCycleSerializer):
+    quotas = QuotaSerializer(many=True, read_only=True)
+    objections = QuotaObjectionSerializer(many=True, read_only=True)
+    events = QuotaEventSerializer(many=True, read_only=True)
+
+    class Meta(QuotaCycleSerializer.Meta):
+        fields = [*QuotaCycleSerializer.Meta.fields, "quotas", "objections", "events"]
+        read_only_fields = fields
+
+
+class ClusterQuerySerializer(serializers.Serializer):
+    cluster = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=Cluster.objects.all(),
+        required=False,
+        help_text=_("Cluster slug; by default the first cluster with nodes."),
+    )
+
+
+class QuotaCycleQuerySerializer(ClusterQuerySerializer):
+    status = serializers.ChoiceField(choices=QuotaCycleStatus.choices, required=False)
+
+
+class QuotaApproveSerializer(serializers.Serializer):
+    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+
+class QuotaProposeSerializer(ClusterQuerySerializer):
+    """The cluster to propose the next cycle for."""
+
+
+class QuotaExportQuerySerializer(serializers.Serializer):
+    format = serializers.ChoiceField(
+        choices=sorted(EXPORT_FORMATS), help_text=_("Scheduler configuration to produce.")
+    )
+
+
+class QuotaBacktestSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = QuotaBacktest
+        fields = [
+            "id",
+            "cycle",
+            "computed_at",
+            "window_start",
+            "window_end",
+            "job_count",
+            "duration_s",
+            "results",
+        ]
+        read_only_fields = fields
+
+
+class CapacityAlertSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = CapacityAlert
+        fields = [
+            "id",
+            "cluster",
+            "gpu_model",
+            "kind",
+            "raised_at",
+            "checked_at",
+            "resolved_at",
+            "gpus_needed",
+            "detail",
+        ]
+        read_only_fields = fields
+
+
+class CapacityAlertQuerySerializer(serializers.Serializer):
+    open = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text=_("true (default): open alerts only; false: resolved ones too."),
+    )
+
+
+class QuotaUseSerializer(serializers.Serializer):
+    quota = serializers.IntegerField(source="quota.pk")
+    department = serializers.CharField(source="quota.department.code")
+    department_name = serializers.CharField(source="quota.department.name")
+    gpu_model = serializers.CharField(source="quota.gpu_model")
+    guaranteed_gpus = serializers.IntegerField(source="quota.guaranteed_gpus")
+    borrowing_limit_gpus = serializers.IntegerField(source="quota.borrowing_limit_gpus", allow_null=True)
+    hours = serializers.IntegerField()
+    mean_used_gpus = serializers.FloatField()
+    p95_used_gpus = serializers.FloatField()
+    mean_borrowed_gpus = serializers.FloatField()
+
+
+class QuotaOverviewSerializer(serializers.Serializer):
+    cluster = serializers.CharField(source="cluster.slug", allow_null=True)
+    cycle = serializers.IntegerField(
+        source="cycle.pk", allow_null=True, help_text=_("The cycle in force; null when none.")
+    )
+    since = serializers.DateTimeField(allow_null=True)
+    until = serializers.DateTimeField(allow_null=True)
+    shared_pool = serializers.DictField(child=serializers.IntegerField())
+    shared_pool_borrowed = serializers.DictField(
+        child=serializers.FloatField(), help_text=_("Mean GPUs borrowed per model, all departments.")
+    )
+    next_cycle = serializers.IntegerField(source="next_cycle.pk", allow_null=True)
+    uses = QuotaUseSerializer(many=True)

@@ -10,6 +10,10 @@ router = DefaultRouter()
 router.register("departments", views.DepartmentViewSet, basename="department")
 router.register("nodes", views.NodeViewSet, basename="node")
 router.register("jobs", views.JobViewSet, basename="job")
+router.register("quota-cycles", views.QuotaCycleViewSet, basename="quota-cycle")
+router.register("quotas", views.QuotaViewSet, basename="quota")
+router.register("quota-objections", views.QuotaObjectionViewSet, basename="quota-objection")
+router.register("capacity-alerts", views.CapacityAlertViewSet, basename="capacity-alert")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -17,5 +21,6 @@ urlpatterns = [
     path("sources/<int:pk>/logs/", views.LogPushView.as_view(), name="log-push"),
     path("usage/", views.UsageSummaryView.as_view(), name="usage-summary"),
     path("usage/idle-allocations/", views.IdleAllocationView.as_view(), name="idle-allocations"),
+    path("quota-overview/", views.QuotaOverviewView.as_view(), name="quota-overview"),
     *router.urls,
 ]

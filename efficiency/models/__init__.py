@@ -2,6 +2,14 @@
 
 from efficiency.models.inventory import Cluster, Department, DepartmentMapping, Gpu, Node
 from efficiency.models.jobs import Job
+from efficiency.models.quotas import (
+    CapacityAlert,
+    Quota,
+    QuotaBacktest,
+    QuotaCycle,
+    QuotaEvent,
+    QuotaObjection,
+)
 from efficiency.models.system import WorkerHeartbeat
 from efficiency.models.telemetry import (
     DataSource,
@@ -18,6 +26,7 @@ from efficiency.models.telemetry import (
 )
 
 __all__ = [
+    "CapacityAlert",
     "Cluster",
     "DataSource",
     "Department",
@@ -32,6 +41,11 @@ __all__ = [
     "NodeClassification",
     "NodeDay",
     "NodeHour",
+    "Quota",
+    "QuotaBacktest",
+    "QuotaCycle",
+    "QuotaEvent",
+    "QuotaObjection",
     "RollupDirtyHour",
     "ScopeHour",
     "SourceRun",

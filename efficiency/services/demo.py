@@ -12,12 +12,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from efficiency.choices import JobSource, SourceKind
 from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.slurm import parse_sacct
-from efficiency.models import Cluster, DataSource, RollupDirtyHour
+from efficiency.models import Cluster, DataSource, QuotaCycle, RollupDirtyHour
+from efficiency.services import quotas
 from efficiency.services.classification import node_classes_refresh
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
 from efficiency.services.rollups import rollups_refresh
@@ -26,6 +28,7 @@ from efficiency.simulator.scenario import reference_nodes
 
 logger = logging.getLogger(__name__)
 
+DEMO_COMMITTEE_USERNAME = "committee"  # demo_organisation_create makes this login
 LOG_DAYS = 2  # job logs are bulky: the demo keeps the last two days of them
 SACCT_WINDOW = timedelta(days=2)
 
@@ -116,7 +119,36 @@ def demo_history_backfill(
     while rollups_refresh(now=until):
         pass
     node_classes_refresh(cluster=cluster, now=until)
+    demo_quota_history(cluster=cluster, history_start=start, now=until)
     return counts
+
+
+def demo_quota_history(*, cluster: Cluster, history_start: datetime, now: datetime) -> None:
+    """The demo's planning history: the fixed partition, one approved cycle, one open proposal.
+
+    The first cycle (the fixed partition) begins on the first whole day of the history, the
+    second was proposed from its demand and approved by the demo committee member, and the third
+    is proposed from the last cycle's demand and waits for the committee, as it would in the
+    week before a review.
+    """
+    if QuotaCycle.objects.filter(cluster=cluster).exists():
+        return
+    committee = get_user_model().objects.filter(username=DEMO_COMMITTEE_USERNAME).first()
+    first_start = quotas.local_midnight(history_start) + timedelta(days=1)
+    first = quotas.quota_cycle_initial_create(cluster=cluster, start=first_start, now=first_start)
+    if first.end > now:
+        return
+    second = quotas.quota_proposal_create(cluster=cluster, now=first.end, actor=committee)
+    quotas.quota_backtest_run(cycle=second, now=first.end)
+    quotas.quota_cycle_approve(
+        cycle=second,
+        actor=committee,
+        comment="Agreed in the biweekly review.",
+        now=first.end + timedelta(hours=2),
+    )
+    proposal = quotas.quota_proposal_create(cluster=cluster, now=now)
+    quotas.quota_backtest_run(cycle=proposal, now=now)
+    quotas.capacity_check(cluster=cluster, now=now)
 
 
 def _logs_write(sim: ClusterSimulator, *, since: datetime, until: datetime) -> None:

@@ -137,8 +137,11 @@ class ClassProfile:
 
 def _class_profiles(cal: Calibration) -> dict[str, ClassProfile]:
     return {
+        # Hot pools are offered half again their capacity and their users keep queueing work
+        # (up to twelve pools' worth of GPUs) rather than giving up: the demand a fixed
+        # partition cannot serve stays visible, as waiting jobs, to quota planning.
         "hot": ClassProfile(
-            "hot", 1.5, 1.0, 1.0, 1.0, 0.3, (0.80, 0.995), cal.kalos_mean_gpus,
+            "hot", 1.5, math.inf, 1.0, 1.0, 0.3, (0.80, 0.995), cal.kalos_mean_gpus,
             (0.86, 0.96), (0.01, 0.03), 0.03, 0.0, "pretrain",
         ),
         "steady": ClassProfile(

@@ -20,6 +20,35 @@ COMMITTEE_PAGE = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "committee": 20
 ADMIN_PAGE = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "admin": 200}
 ADMIN_API = {**ADMIN_PAGE, "anonymous": 401}
 
+VIEWER_PAGE = {**PAGE, "no_role": 403}
+COMMITTEE_ACTION = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "committee": 302}
+HEAD_FORM = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "head_a": 400, "head_b": 400}
+VIEWER_API = {**VIEWER_PAGE, "anonymous": 401}
+COMMITTEE_API = {**COMMITTEE_PAGE, "anonymous": 401}
+COMMITTEE_API_ACTION = {**dict.fromkeys(ROLES, 403), "anonymous": 401, "committee": 200}
+HEAD_API_FORM = {**HEAD_FORM, "anonymous": 401}
+
+
+def _proposal(o):
+    """The org's proposed quota cycle (made on first use; the fixed partition is in force)."""
+    from efficiency.models import QuotaCycle
+    from efficiency.services.quotas import quota_proposal_create
+
+    return QuotaCycle.objects.filter(status="proposed").first() or quota_proposal_create(cluster=o.cluster)
+
+
+def _approved(o):
+    return _proposal(o).cluster.quota_cycles.get(status="approved")
+
+
+def _objection(o):
+    from efficiency.services.quotas import quota_objection_file
+
+    return quota_objection_file(
+        cycle=_proposal(o), department=o.dept_a, author=o.head_a, text="Too few GPUs."
+    )
+
+
 # url name -> (method, path built from the org fixture, expected status per role)
 MATRIX = {
     "efficiency:home": ("get", lambda o: "/", PAGE),
@@ -51,6 +80,85 @@ MATRIX = {
     "api:idle-allocations": ("get", lambda o: "/api/v1/usage/idle-allocations/", API),
     "api:log-push": ("post", lambda o: f"/api/v1/sources/{o.source.pk}/logs/", ADMIN_API),
     "admin:index": ("get", lambda o: "/admin/", ADMIN_ONLY),
+    "efficiency:quota-overview": ("get", lambda o: "/quotas/", VIEWER_PAGE),
+    "efficiency:quota-cycle-list": ("get", lambda o: "/quotas/cycles/", VIEWER_PAGE),
+    "efficiency:quota-cycle-detail": ("get", lambda o: f"/quotas/cycles/{_proposal(o).pk}/", VIEWER_PAGE),
+    # An empty edit form is a 400 naming the missing numbers; an empty objection likewise.
+    "efficiency:quota-cycle-edit": (
+        "post",
+        lambda o: f"/quotas/cycles/{_proposal(o).pk}/edit/",
+        {**COMMITTEE_ACTION, "committee": 400},
+    ),
+    "efficiency:quota-cycle-approve": (
+        "post",
+        lambda o: f"/quotas/cycles/{_proposal(o).pk}/approve/",
+        COMMITTEE_ACTION,
+    ),
+    "efficiency:quota-objection-create": (
+        "post",
+        lambda o: f"/quotas/cycles/{_proposal(o).pk}/objections/",
+        HEAD_FORM,
+    ),
+    "efficiency:quota-objection-answer": (
+        "post",
+        lambda o: f"/quotas/objections/{_objection(o).pk}/answer/",
+        COMMITTEE_ACTION,
+    ),
+    "efficiency:quota-propose": ("post", lambda o: "/quotas/propose/", COMMITTEE_ACTION),
+    "efficiency:quota-backtest": (
+        "get",
+        lambda o: f"/quotas/cycles/{_proposal(o).pk}/backtest/",
+        COMMITTEE_PAGE,
+    ),
+    "efficiency:quota-export": (
+        "get",
+        lambda o: f"/quotas/cycles/{_approved(o).pk}/export/kueue/",
+        COMMITTEE_PAGE,
+    ),
+    "api:quota-cycle-list": ("get", lambda o: "/api/v1/quota-cycles/", VIEWER_API),
+    "api:quota-cycle-detail": ("get", lambda o: f"/api/v1/quota-cycles/{_proposal(o).pk}/", VIEWER_API),
+    # An empty body approves without a comment (the org's proposal fits its capacity).
+    "api:quota-cycle-approve": (
+        "post",
+        lambda o: f"/api/v1/quota-cycles/{_proposal(o).pk}/approve/",
+        COMMITTEE_API_ACTION,
+    ),
+    # POST runs a backtest (committee only); reading one is for committee and admins.
+    "api:quota-cycle-backtest": (
+        "post",
+        lambda o: f"/api/v1/quota-cycles/{_proposal(o).pk}/backtest/",
+        {**COMMITTEE_API_ACTION, "committee": 201},
+    ),
+    "api:quota-cycle-export": (
+        "get",
+        lambda o: f"/api/v1/quota-cycles/{_approved(o).pk}/export/?format=kueue",
+        COMMITTEE_API,
+    ),
+    # Only department heads object; an empty objection is a 400 naming the missing fields.
+    "api:quota-cycle-objections": (
+        "post",
+        lambda o: f"/api/v1/quota-cycles/{_proposal(o).pk}/objections/",
+        HEAD_API_FORM,
+    ),
+    "api:quota-cycle-propose": (
+        "post",
+        lambda o: "/api/v1/quota-cycles/propose/",
+        {**COMMITTEE_API_ACTION, "committee": 201},
+    ),
+    "api:quota-detail": (
+        "get",
+        lambda o: f"/api/v1/quotas/{_proposal(o).quotas.get(department=o.dept_a).pk}/",
+        {**API_A_ONLY, "no_role": 403},
+    ),
+    # An empty answer is a 400.
+    "api:quota-objection-answer": (
+        "post",
+        lambda o: f"/api/v1/quota-objections/{_objection(o).pk}/answer/",
+        {**COMMITTEE_API_ACTION, "committee": 400},
+    ),
+    # Heads get an empty list: capacity alerts compare every department.
+    "api:capacity-alert-list": ("get", lambda o: "/api/v1/capacity-alerts/", VIEWER_API),
+    "api:quota-overview": ("get", lambda o: "/api/v1/quota-overview/", VIEWER_API),
 }
 
 

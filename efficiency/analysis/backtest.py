@@ -1,0 +1,551 @@
+"""Backtest of quota scheduling policies: one cycle's real job demand replayed through a quota scheduler.
+
+Each policy gives every GPU model a capacity and every (department queue, GPU model) a guaranteed
+number of GPUs and, optionally, a limit on what it may borrow. The simulation replays the same jobs
+(arrival, GPUs, run time, department, model) under each policy, so the figures differ only by policy.
+
+What is simulated, and so what the numbers mean:
+
+1. The shared pool of a GPU model is its capacity minus the guarantees of that model. A policy that
+   guarantees more than the capacity is rejected (``ValueError``).
+2. Each (queue, GPU model) is its own FIFO, ordered by submit time (ties: input order). The order is
+   strict, as Kueue's StrictFIFO: only the head may start, and a head that cannot start blocks the
+   jobs behind it in the same queue, never those of another queue.
+3. A head asking for g GPUs starts when the queue's usage U plus g stays within its guarantee G. When
+   the policy allows borrowing it may also start when the GPUs it adds above the guarantee,
+   max(0, U + g - G) - max(0, U - G), fit in the free shared pool and the queue's borrowed GPUs,
+   max(0, U + g - G), stay within its borrowing limit (no limit: the whole shared pool).
+4. Guaranteed GPUs are never lent to other queues, so no preemption is needed and none is simulated:
+   a job runs to completion once started. Lending idle guarantees and reclaiming them by preemption
+   would raise allocation further; that is not modelled.
+5. When several queues' heads compete for the shared pool at one instant, the oldest head (submit
+   time, then input order) goes first; a head that does not fit does not stop a younger head of
+   another queue from borrowing what is left.
+6. At one instant, completions are processed before arrivals, and both before scheduling.
+7. GPUs are counted, not placed on nodes: there is no fragmentation, so waits are a lower bound, the
+   same way for every policy.
+8. Jobs already running at window start (``started_s`` before it) hold their GPUs from the window
+   start to ``started_s + duration_s`` under every policy, whatever the quota. They count in their
+   queue's usage and may exceed its guarantee (counted as borrowed) and even the shared pool, in
+   which case nothing borrows that model until enough of them finish. Jobs submitted before the
+   window and not running then are waiting at its start, and their wait counts from the start.
+   Jobs submitted at or after the window end, or that finished before it started, are outside it.
+   Jobs of a GPU model the policy has no capacity for, or asking for no GPUs, are skipped and
+   counted. A job larger than its queue could ever get simply waits: it is unmet demand.
+9. The simulation stops at the window end; jobs still waiting then count as waiting at end, and
+   their wait up to the end is included in the wait percentiles (censored), so that a starved queue
+   does not look good.
+
+Allocation rate = allocated / capacity GPU-seconds inside the window; utilization = busy / capacity,
+busy being allocated times the job's measured activity share. Times are epoch seconds.
+"""
+
+import heapq
+import math
+from bisect import insort
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from efficiency.analysis.stats import percentile_sorted
+
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestJob:
+    """One job of the cycle as the backtest replays it."""
+
+    queue: str  # department code
+    gpu_model: str
+    gpus: int
+    submit_s: float  # epoch seconds; before window start means it was already waiting (or running)
+    duration_s: float  # run time once started
+    # Actual start, used only when before the window start: such a job was already running and
+    # keeps its GPUs from window start until started_s + duration_s under every policy.
+    started_s: float | None = None
+    busy_fraction: float | None = None  # measured activity share (0-1) of its allocated time
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    guaranteed_gpus: int
+    borrowing_limit_gpus: int | None = None  # None: may borrow up to the whole shared pool
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Capacity per GPU model and quota per (queue, GPU model); an absent quota guarantees 0."""
+
+    key: str  # "fixed", "current", "proposal"
+    capacity: dict[str, int]
+    quotas: dict[tuple[str, str], QueuePolicy]
+    borrowing: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResult:
+    """One department's figures, over all its GPU models.
+
+    ``jobs`` = ``running_at_start`` + ``started`` + ``waiting_at_end``.
+    """
+
+    queue: str
+    jobs: int
+    started: int
+    waiting_at_end: int
+    wait_p50_s: float | None
+    wait_p95_s: float | None
+    allocated_gpu_hours: float
+    borrowed_gpu_hours: float  # GPU-time above the guarantee, summed over the queue's models
+    unmet_gpu_hours: float
+    running_at_start: int = 0
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """One policy's figures over the window.
+
+    ``jobs_total`` = ``jobs_running_at_start`` + ``jobs_started`` + ``jobs_waiting_at_end``;
+    skipped jobs and jobs outside the window are counted apart. ``starts`` (only when asked for)
+    holds, per input job in input order, its start in epoch seconds: the simulated one, or
+    ``started_s`` for a job already running at window start; ``None`` for a job that did not
+    start, was skipped or lies outside the window.
+    """
+
+    key: str
+    capacity_gpu_s: float
+    allocated_gpu_s: float
+    busy_gpu_s: float
+    allocation_rate: float
+    utilization: float
+    wait_p50_s: float | None
+    wait_p95_s: float | None
+    unmet_gpu_hours: float
+    jobs_total: int
+    jobs_started: int
+    jobs_waiting_at_end: int
+    skipped_jobs: int
+    queues: dict[str, QueueResult]
+    hourly_allocated_gpus: list[float]
+    jobs_running_at_start: int = 0
+    jobs_outside_window: int = 0
+    shared_pool_gpus: dict[str, int] | None = None
+    starts: tuple[float | None, ...] | None = None
+
+
+def shared_pools(policy: Policy) -> dict[str, int]:
+    """GPUs of each model left for borrowing once every guarantee of that model is set aside."""
+    guaranteed: dict[str, int] = {}
+    for (queue, model), quota in policy.quotas.items():
+        if quota.guaranteed_gpus < 0:
+            raise ValueError(f"{policy.key}: negative guarantee for {queue}/{model}")
+        if quota.borrowing_limit_gpus is not None and quota.borrowing_limit_gpus < 0:
+            raise ValueError(f"{policy.key}: negative borrowing limit for {queue}/{model}")
+        guaranteed[model] = guaranteed.get(model, 0) + quota.guaranteed_gpus
+    pools = dict(policy.capacity)
+    for model, total in guaranteed.items():
+        capacity = policy.capacity.get(model, 0)
+        if total > capacity:
+            raise ValueError(
+                f"{policy.key}: guarantees for {model} add up to {total} GPUs, "
+                f"more than its capacity of {capacity}"
+            )
+        if model in pools:
+            pools[model] = capacity - total
+    return pools
+
+
+class _Lane:
+    """The FIFO and usage of one (queue, GPU model)."""
+
+    __slots__ = (
+        "borrowed_gpu_s",
+        "fifo",
+        "guaranteed",
+        "last_s",
+        "limit",
+        "model",
+        "queue",
+        "used",
+        "version",
+    )
+
+    def __init__(self, queue: str, model: str, guaranteed: int, limit: float) -> None:
+        self.queue = queue
+        self.model = model
+        self.guaranteed = guaranteed
+        self.limit = limit
+        self.used = 0
+        self.fifo: deque[int] = deque()  # ranks of waiting jobs, oldest first
+        # Bumped whenever the head or the usage changes: heap entries carrying an older version
+        # are stale and skipped when popped.
+        self.version = 0
+        self.borrowed_gpu_s = 0.0
+        self.last_s = 0.0
+
+
+class _Model:
+    """Scheduling state of one GPU model: free shared pool, heads waiting for it, heads to try."""
+
+    __slots__ = ("buckets", "candidates", "needs", "pool_free", "pool_grew")
+
+    def __init__(self, pool_free: int) -> None:
+        self.pool_free = pool_free
+        self.pool_grew = False
+        # Heads to evaluate at this instant: (rank, version, lane).
+        self.candidates: list[tuple[int, int, _Lane]] = []
+        # Heads that fit their limit but not the free pool, by the pool GPUs they need, each a heap
+        # by rank; ``needs`` lists the keys ascending so one instant looks only at needs <= free.
+        self.buckets: dict[int, list[tuple[int, int, _Lane]]] = {}
+        self.needs: list[int] = []
+
+
+class _Tally:
+    __slots__ = ("allocated_gpu_s", "jobs", "running_at_start", "started", "unmet_gpu_s", "waiting", "waits")
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self.running_at_start = 0
+        self.started = 0
+        self.waiting = 0
+        self.waits: list[float] = []
+        self.allocated_gpu_s = 0.0
+        self.unmet_gpu_s = 0.0
+
+
+def run_backtest(
+    jobs: Sequence[BacktestJob],
+    policy: Policy,
+    *,
+    start_s: float,
+    end_s: float,
+    default_busy_fraction: float = 0.0,
+    record_starts: bool = False,
+) -> BacktestResult:
+    """Replay ``jobs`` through the quota scheduler of ``policy`` over ``[start_s, end_s)``.
+
+    The scheduling rules are those of the module docstring. ``default_busy_fraction`` stands in
+    for jobs without a measured ``busy_fraction``. ``record_starts`` fills ``starts`` (off by
+    default: it costs a list as long as ``jobs``).
+    """
+    if not end_s > start_s:
+        raise ValueError(f"window end {end_s} must be after its start {start_s}")
+    pools = shared_pools(policy)
+    capacity = policy.capacity
+    borrowing = policy.borrowing
+    quotas = policy.quotas
+    models = {model: _Model(pool) for model, pool in pools.items()}
+    lanes: dict[tuple[str, str], _Lane] = {}
+    tallies: dict[str, _Tally] = {queue: _Tally() for queue, _ in quotas}
+
+    def lane_for(queue: str, model: str) -> _Lane:
+        lane = lanes.get((queue, model))
+        if lane is None:
+            quota = quotas.get((queue, model))
+            guaranteed = quota.guaranteed_gpus if quota else 0
+            limit = quota.borrowing_limit_gpus if quota else None
+            lane = _Lane(queue, model, guaranteed, math.inf if limit is None else limit)
+            lanes[(queue, model)] = lane
+            lane.last_s = start_s
+        return lane
+
+    window_s = end_s - start_s
+    hour_count = math.ceil(window_s / HOUR_S)
+    hour_gpu_s = [0.0] * hour_count  # partial-hour pieces
+    hour_steps = [0] * (hour_count + 1)  # difference array of GPUs held over whole hours
+    totals = [0.0, 0.0]  # allocated, busy GPU-seconds
+
+    def hold(gpus: int, begin: float, finish: float, busy_fraction: float, tally: _Tally) -> None:
+        # GPU-seconds of one job inside the window, into the totals and the hourly series.
+        begin = max(begin, start_s)
+        finish = min(finish, end_s)
+        if finish <= begin:
+            return
+        gpu_s = gpus * (finish - begin)
+        totals[0] += gpu_s
+        totals[1] += gpu_s * busy_fraction
+        tally.allocated_gpu_s += gpu_s
+        first_s = begin - start_s
+        last_s = finish - start_s
+        first = int(first_s // HOUR_S)
+        last = min(int(last_s // HOUR_S), hour_count)
+        if first == last:
+            hour_gpu_s[first] += gpus * (last_s - first_s)
+            return
+        hour_gpu_s[first] += gpus * ((first + 1) * HOUR_S - first_s)
+        if last < hour_count:
+            hour_gpu_s[last] += gpus * (last_s - last * HOUR_S)
+        if last > first + 1:
+            hour_steps[first + 1] += gpus
+            hour_steps[last] -= gpus
+
+    starts: list[float | None] | None = [None] * len(jobs) if record_starts else None
+    completions: list[tuple[float, int, _Lane, int]] = []
+    queued: list[int] = []
+    skipped = outside = running_count = 0
+    for index, job in enumerate(jobs):
+        if job.gpu_model not in capacity or job.gpus <= 0:
+            skipped += 1
+            continue
+        if job.started_s is not None and job.started_s < start_s:
+            finish = job.started_s + job.duration_s
+            if finish <= start_s:
+                outside += 1
+                continue
+            lane = lane_for(job.queue, job.gpu_model)
+            lane.used += job.gpus
+            running_count += 1
+            tally = tallies.get(job.queue) or tallies.setdefault(job.queue, _Tally())
+            tally.jobs += 1
+            tally.running_at_start += 1
+            fraction = job.busy_fraction if job.busy_fraction is not None else default_busy_fraction
+            hold(job.gpus, start_s, finish, fraction, tally)
+            heapq.heappush(completions, (finish, -1 - index, lane, job.gpus))
+            if starts is not None:
+                starts[index] = job.started_s
+            continue
+        if job.submit_s >= end_s:
+            outside += 1
+            continue
+        queued.append(index)
+    for lane in lanes.values():
+        if lane.used > lane.guaranteed:
+            models[lane.model].pool_free -= lane.used - lane.guaranteed
+
+    queued.sort(key=lambda index: jobs[index].submit_s)  # stable: ties keep input order
+    # Everything below works on ranks (position in submit order): the FIFO and head-age order.
+    count = len(queued)
+    gpus_of = [jobs[index].gpus for index in queued]
+    duration_of = [jobs[index].duration_s for index in queued]
+    arrival_of = [max(jobs[index].submit_s, start_s) for index in queued]
+    lane_of = [lane_for(jobs[index].queue, jobs[index].gpu_model) for index in queued]
+    tally_of = []
+    for index in queued:
+        queue = jobs[index].queue
+        tally = tallies.get(queue) or tallies.setdefault(queue, _Tally())
+        tally.jobs += 1
+        tally_of.append(tally)
+    waits: list[float] = []
+    unmet_gpu_s = 0.0
+    started_count = 0
+    model_states = list(models.values())
+    heappush = heapq.heappush
+    heappop = heapq.heappop
+    now = start_s
+
+    def start(rank: int, lane: _Lane, candidates: list) -> None:
+        nonlocal unmet_gpu_s, started_count
+        gpus = gpus_of[rank]
+        used = lane.used
+        borrowed = used - lane.guaranteed
+        if borrowed > 0:
+            lane.borrowed_gpu_s += borrowed * (now - lane.last_s)
+        lane.last_s = now
+        lane.used = used + gpus
+        lane.version += 1
+        lane.fifo.popleft()
+        finish = now + duration_of[rank]
+        heappush(completions, (finish, rank, lane, gpus))
+        wait = now - arrival_of[rank]
+        waits.append(wait)
+        unmet_gpu_s += gpus * wait
+        tally = tally_of[rank]
+        tally.started += 1
+        tally.waits.append(wait)
+        tally.unmet_gpu_s += gpus * wait
+        started_count += 1
+        job = jobs[queued[rank]]
+        fraction = job.busy_fraction if job.busy_fraction is not None else default_busy_fraction
+        hold(gpus, now, finish, fraction, tally)
+        if starts is not None:
+            starts[queued[rank]] = now
+        if lane.fifo:
+            heappush(candidates, (lane.fifo[0], lane.version, lane))
+
+    def schedule(state: _Model) -> None:
+        # Heads in age order: candidates (heads whose queue changed) merged with pool-blocked heads
+        # that now fit the free pool. Starting a job only shrinks what is free, so a head that fails
+        # here cannot succeed later in the same instant and is not retried.
+        candidates = state.candidates
+        buckets = state.buckets
+        needs = state.needs
+        free = state.pool_free
+        while True:
+            best_bucket = None
+            best_rank = count
+            if needs and needs[0] <= free:
+                emptied = []
+                for need in needs:
+                    if need > free:
+                        break
+                    bucket = buckets[need]
+                    while bucket and bucket[0][2].version != bucket[0][1]:
+                        heappop(bucket)
+                    if not bucket:
+                        emptied.append(need)
+                    elif bucket[0][0] < best_rank:
+                        best_rank = bucket[0][0]
+                        best_bucket = bucket
+                for need in emptied:
+                    needs.remove(need)
+                    del buckets[need]
+            while candidates and candidates[0][2].version != candidates[0][1]:
+                heappop(candidates)
+            if candidates and candidates[0][0] < best_rank:
+                rank, version, lane = heappop(candidates)
+                used = lane.used
+                guaranteed = lane.guaranteed
+                wanted = used + gpus_of[rank]
+                if wanted <= guaranteed:
+                    start(rank, lane, candidates)
+                    continue
+                if not borrowing or wanted - guaranteed > lane.limit:
+                    continue  # only its own queue freeing GPUs can unblock it
+                extra = wanted - guaranteed - (used - guaranteed if used > guaranteed else 0)
+                if extra <= free:
+                    free -= extra
+                    start(rank, lane, candidates)
+                    continue
+                bucket = buckets.get(extra)
+                if bucket is None:
+                    bucket = buckets[extra] = []
+                    insort(needs, extra)
+                heappush(bucket, (rank, version, lane))
+                continue
+            if best_bucket is None:
+                break
+            rank, _, lane = heappop(best_bucket)
+            used = lane.used
+            extra = used + gpus_of[rank] - lane.guaranteed - max(0, used - lane.guaranteed)
+            free -= extra
+            start(rank, lane, candidates)
+        state.pool_free = free
+        state.pool_grew = False
+
+    next_rank = 0
+    while True:
+        next_arrival = arrival_of[next_rank] if next_rank < count else math.inf
+        next_completion = completions[0][0] if completions else math.inf
+        now = min(next_arrival, next_completion)
+        if now >= end_s:
+            break
+        while completions and completions[0][0] <= now:
+            _, _, lane, gpus = heappop(completions)
+            used = lane.used
+            guaranteed = lane.guaranteed
+            if used > guaranteed:
+                lane.borrowed_gpu_s += (used - guaranteed) * (now - lane.last_s)
+                released = used - guaranteed - max(0, used - gpus - guaranteed)
+                if released:
+                    state = models[lane.model]
+                    state.pool_free += released
+                    state.pool_grew = True
+            lane.last_s = now
+            lane.used = used - gpus
+            lane.version += 1
+            if lane.fifo:
+                heappush(models[lane.model].candidates, (lane.fifo[0], lane.version, lane))
+        while next_rank < count and arrival_of[next_rank] <= now:
+            lane = lane_of[next_rank]
+            lane.fifo.append(next_rank)
+            if len(lane.fifo) == 1:
+                lane.version += 1
+                heappush(models[lane.model].candidates, (next_rank, lane.version, lane))
+            next_rank += 1
+        for state in model_states:
+            if state.candidates or (
+                state.pool_grew and borrowing and state.needs and state.needs[0] <= state.pool_free
+            ):
+                schedule(state)
+            else:
+                state.pool_grew = False
+
+    waiting_count = 0
+    for lane in lanes.values():
+        borrowed = lane.used - lane.guaranteed
+        if borrowed > 0:
+            lane.borrowed_gpu_s += borrowed * (end_s - lane.last_s)
+        for rank in lane.fifo:
+            wait = end_s - arrival_of[rank]
+            waits.append(wait)
+            unmet_gpu_s += gpus_of[rank] * wait
+            tally = tally_of[rank]
+            tally.waiting += 1
+            tally.waits.append(wait)
+            tally.unmet_gpu_s += gpus_of[rank] * wait
+            waiting_count += 1
+
+    borrowed_by_queue: dict[str, float] = {}
+    for lane in lanes.values():
+        borrowed_by_queue[lane.queue] = borrowed_by_queue.get(lane.queue, 0.0) + lane.borrowed_gpu_s
+    queues = {}
+    for queue, tally in sorted(tallies.items()):
+        ordered = sorted(tally.waits)
+        queues[queue] = QueueResult(
+            queue=queue,
+            jobs=tally.jobs,
+            started=tally.started,
+            waiting_at_end=tally.waiting,
+            wait_p50_s=percentile_sorted(ordered, 50),
+            wait_p95_s=percentile_sorted(ordered, 95),
+            allocated_gpu_hours=tally.allocated_gpu_s / HOUR_S,
+            borrowed_gpu_hours=borrowed_by_queue.get(queue, 0.0) / HOUR_S,
+            unmet_gpu_hours=tally.unmet_gpu_s / HOUR_S,
+            running_at_start=tally.running_at_start,
+        )
+
+    hourly = []
+    whole_hour_gpus = 0
+    for hour in range(hour_count):
+        whole_hour_gpus += hour_steps[hour]
+        length_s = min(HOUR_S, window_s - hour * HOUR_S)
+        hourly.append((hour_gpu_s[hour] + whole_hour_gpus * HOUR_S) / length_s)
+
+    waits.sort()
+    capacity_gpu_s = sum(capacity.values()) * window_s
+    allocated_gpu_s, busy_gpu_s = totals
+    return BacktestResult(
+        key=policy.key,
+        capacity_gpu_s=capacity_gpu_s,
+        allocated_gpu_s=allocated_gpu_s,
+        busy_gpu_s=busy_gpu_s,
+        allocation_rate=allocated_gpu_s / capacity_gpu_s if capacity_gpu_s else 0.0,
+        utilization=busy_gpu_s / capacity_gpu_s if capacity_gpu_s else 0.0,
+        wait_p50_s=percentile_sorted(waits, 50),
+        wait_p95_s=percentile_sorted(waits, 95),
+        unmet_gpu_hours=unmet_gpu_s / HOUR_S,
+        jobs_total=running_count + started_count + waiting_count,
+        jobs_started=started_count,
+        jobs_waiting_at_end=waiting_count,
+        skipped_jobs=skipped,
+        queues=queues,
+        hourly_allocated_gpus=hourly,
+        jobs_running_at_start=running_count,
+        jobs_outside_window=outside,
+        shared_pool_gpus=pools,
+        starts=tuple(starts) if starts is not None else None,
+    )
+
+
+def compare_policies(
+    jobs: Sequence[BacktestJob],
+    policies: Sequence[Policy],
+    *,
+    start_s: float,
+    end_s: float,
+    default_busy_fraction: float = 0.0,
+    record_starts: bool = False,
+) -> list[BacktestResult]:
+    """``run_backtest`` of the same jobs and window under each policy, in the order given."""
+    return [
+        run_backtest(
+            jobs,
+            policy,
+            start_s=start_s,
+            end_s=end_s,
+            default_busy_fraction=default_busy_fraction,
+            record_starts=record_starts,
+        )
+        for policy in policies
+    ]

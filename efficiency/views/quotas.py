@@ -1,0 +1,474 @@
+"""Quota planning pages: the cycle in force, proposals and their review, backtests, history."""
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from efficiency.analysis.quotas import Bound
+from efficiency.charts import quotas as charts
+from efficiency.choices import Role
+from efficiency.forms import AnswerForm, CommentForm, ObjectionForm, QuotaEditForm
+from efficiency.models import Department, Quota, QuotaCycle
+from efficiency.scoping import scope_queryset, user_role
+from efficiency.selectors import quotas as selectors
+from efficiency.services import quotas as services
+from efficiency.views.helpers import csv_response, get_or_404, role_required
+from efficiency.views.usage import local_times
+
+PLANNERS = (Role.COMMITTEE,)
+VIEWERS = (Role.DEPARTMENT_HEAD, Role.COMMITTEE, Role.PLATFORM_ADMIN)
+EXPORTERS = (Role.COMMITTEE, Role.PLATFORM_ADMIN)
+
+
+def policy_labels() -> dict[str, str]:
+    return {
+        "fixed": _("Fixed partition"),
+        "current": _("Quotas in force"),
+        "cycle": _("This cycle's quotas"),
+    }
+
+
+def explain(quota: Quota) -> str:
+    """Why a proposed quota is what it is, in one or two sentences."""
+    e = quota.explanation
+    if not e:
+        return ""
+    text = _(
+        "P%(percentile)s of hourly demand over %(hours)s h: %(value)s GPUs (mean %(mean)s, peak %(peak)s), "
+        "so the target is %(target)s."
+    ) % {
+        "percentile": f"{e['percentile']:g}",
+        "hours": e["hours"],
+        "value": e["percentile_gpus"],
+        "mean": e["mean_gpus"],
+        "peak": e["peak_gpus"],
+        "target": e["target_gpus"],
+    }
+    settings = quota.cycle.proposal_settings
+    change = f"{settings.get('max_change_pct', 0):g}"
+    bound = e["bound"]
+    if bound == Bound.MAX_INCREASE:
+        text += " " + _("Capped at +%(change)s%% of the current %(current)s: %(upper)s.") % {
+            "change": change,
+            "current": e["current_gpus"],
+            "upper": e["upper_gpus"],
+        }
+    elif bound == Bound.MAX_DECREASE:
+        text += " " + _("Lowered by at most %(change)s%% of the current %(current)s: %(lower)s.") % {
+            "change": change,
+            "current": e["current_gpus"],
+            "lower": e["lower_gpus"],
+        }
+    elif bound == Bound.FLOOR:
+        text += " " + _("Raised to the floor of %(floor)s GPUs.") % {"floor": settings.get("floor_gpus")}
+    elif bound == Bound.CAPACITY:
+        text += " " + _(
+            "Guarantees of this GPU model asked for more than %(share)s%% of its capacity, "
+            "so every one was scaled by %(factor)s."
+        ) % {
+            "share": f"{settings.get('guaranteed_share', 0) * 100:g}",
+            "factor": f"{e['capacity_factor']:.2f}",
+        }
+    elif e.get("current_gpus"):
+        text += " " + _("Within ±%(change)s%% of the current %(current)s.") % {
+            "change": change,
+            "current": e["current_gpus"],
+        }
+    else:
+        text += " " + _("No current quota, so no change limit.")
+    return text
+
+
+@role_required(*VIEWERS)
+def quota_overview_view(request: HttpRequest) -> HttpResponse:
+    """The quotas in force: guaranteed vs used vs borrowed per department so far this cycle."""
+    cluster = selectors.default_cluster(request.GET.get("cluster"))
+    if cluster is None:
+        return render(request, "efficiency/quotas/overview.html", {"overview": None})
+    overview = selectors.quota_overview(user=request.user, cluster=cluster, now=timezone.now())
+    if request.GET.get("export") == "csv" and overview.cycle:
+        return csv_response(
+            f"quotas-in-force-{timezone.localtime(overview.cycle.start):%Y%m%d}.csv",
+            [
+                _("Department"),
+                _("GPU model"),
+                _("Guaranteed GPUs"),
+                _("Borrowing limit (GPUs)"),
+                _("Mean GPUs used"),
+                _("P95 GPUs used"),
+                _("Mean GPUs borrowed"),
+            ],
+            [
+                [
+                    u.quota.department.name,
+                    u.quota.gpu_model,
+                    u.quota.guaranteed_gpus,
+                    u.quota.borrowing_limit_gpus,
+                    round(u.mean_used_gpus, 2),
+                    round(u.p95_used_gpus, 2),
+                    round(u.mean_borrowed_gpus, 2),
+                ]
+                for u in overview.uses
+            ],
+        )
+    context = {"overview": overview, "cluster": cluster, "can_plan": user_role(request.user) in PLANNERS}
+    if overview.uses:
+        several_models = len({u.quota.gpu_model for u in overview.uses}) > 1
+        context["use_figure"] = charts.quota_use_figure(
+            [
+                f"{u.quota.department.name} · {u.quota.gpu_model}"
+                if several_models
+                else u.quota.department.name
+                for u in overview.uses
+            ],
+            [u.quota.guaranteed_gpus for u in overview.uses],
+            [round(u.mean_used_gpus, 1) for u in overview.uses],
+            [round(u.mean_borrowed_gpus, 1) for u in overview.uses],
+            title=_("Guaranteed, used and borrowed GPUs (mean this cycle)"),
+            guaranteed_label=_("Guaranteed"),
+            used_label=_("Used within guarantee"),
+            borrowed_label=_("Borrowed from the shared pool"),
+            axis_label=_("GPUs"),
+        )
+    return render(request, "efficiency/quotas/overview.html", context)
+
+
+@role_required(*VIEWERS)
+def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
+    """Every cycle of the cluster with how its quotas were set, and guarantees over time."""
+    cluster = selectors.default_cluster(request.GET.get("cluster"))
+    cycles = list(selectors.quota_cycle_list(user=request.user, cluster=cluster)) if cluster else []
+    context = {"cycles": cycles, "cluster": cluster, "can_plan": user_role(request.user) in PLANNERS}
+    approved = list(reversed(cycles))
+    if approved:
+        quotas = scope_queryset(
+            Quota.objects.filter(cycle__in=approved).select_related("department"), request.user
+        )
+        per_department: dict[str, list[float]] = {}
+        index = {cycle.pk: i for i, cycle in enumerate(approved)}
+        for quota in quotas:
+            row = per_department.setdefault(quota.department.name, [0.0] * len(approved))
+            row[index[quota.cycle_id]] += quota.guaranteed_gpus
+        context["history_figure"] = charts.quota_history_figure(
+            [f"{timezone.localtime(c.start):%Y-%m-%d}" for c in approved],
+            dict(sorted(per_department.items())),
+            [sum(selectors.cycle_shared_pool(c).values()) for c in approved],
+            title=_("Guaranteed GPUs per cycle"),
+            shared_pool_label=_("Shared pool"),
+            axis_label=_("GPUs"),
+        )
+    return render(request, "efficiency/quotas/cycle_list.html", context)
+
+
+def _cycle_or_404(request: HttpRequest, pk: int) -> QuotaCycle:
+    return get_or_404(selectors.quota_cycle_get, user=request.user, pk=pk)
+
+
+@role_required(*VIEWERS)
+def quota_cycle_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """A cycle's quotas with their explanations; for a proposal, the review (edit, approve, object)."""
+    cycle = _cycle_or_404(request, pk)
+    if request.GET.get("export") == "csv":
+        return cycle_csv(cycle)
+    return render(request, "efficiency/quotas/cycle_detail.html", cycle_context(request, cycle))
+
+
+def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
+    role = user_role(request.user)
+    quotas = list(cycle.quotas.all())
+    for quota in quotas:
+        quota.cycle = cycle
+        quota.why = explain(quota)
+        quota.change = None if quota.previous_gpus is None else quota.guaranteed_gpus - quota.previous_gpus
+    can_edit = role in PLANNERS and cycle.is_proposed
+    if can_edit:
+        for quota in quotas:
+            quota.form = forms.get("edit_forms", {}).get(quota.pk) or QuotaEditForm(
+                prefix=f"q{quota.pk}",
+                initial={
+                    "guaranteed_gpus": quota.guaranteed_gpus,
+                    "borrowing_limit_gpus": quota.borrowing_limit_gpus,
+                },
+            )
+    head_departments = (
+        Department.objects.filter(pk__in=[q.department_id for q in quotas], heads=request.user)
+        if role == Role.DEPARTMENT_HEAD
+        else Department.objects.none()
+    )
+    objections = list(cycle.objections.all())
+    if role in PLANNERS:
+        for objection in objections:
+            objection.form = AnswerForm(prefix=f"o{objection.pk}")
+    context = {
+        "cycle": cycle,
+        "quotas": quotas,
+        "objections": objections,
+        "events": list(cycle.events.all()[:200]),
+        "shared_pool": selectors.cycle_shared_pool(cycle),
+        "can_edit": can_edit,
+        "can_export": role in EXPORTERS and not cycle.is_proposed,
+        "sees_backtest": role in EXPORTERS,
+        "comment_form": forms.get("comment_form") or CommentForm(),
+        "approve_form": forms.get("approve_form") or CommentForm(prefix="approve"),
+        "objection_form": (
+            forms.get("objection_form") or ObjectionForm(departments=head_departments)
+            if cycle.is_proposed and head_departments.exists()
+            else None
+        ),
+        "errors": forms.get("errors", []),
+    }
+    with_demand = [q for q in quotas if q.demand_gpus]
+    if with_demand:
+        several_models = len({q.gpu_model for q in with_demand}) > 1
+        context["demand_figure"] = charts.demand_distribution_figure(
+            [
+                charts.DemandRow(
+                    name=f"{q.department.name} · {q.gpu_model}" if several_models else q.department.name,
+                    hourly_gpus=q.demand_gpus,
+                    percentile_gpus=q.explanation.get("percentile_gpus", 0),
+                    proposed_gpus=q.guaranteed_gpus,
+                    current_gpus=q.previous_gpus,
+                )
+                for q in with_demand
+            ],
+            title=_("Hourly demand last cycle (GPUs held or waited for)"),
+            demand_label=_("Hourly demand"),
+            percentile_label=_("P%(percentile)s of demand")
+            % {"percentile": f"{cycle.proposal_settings.get('percentile', 0):g}"},
+            proposed_label=_("Guarantee of this cycle"),
+            current_label=_("Guarantee in force"),
+            axis_label=_("GPUs"),
+        )
+    return context
+
+
+def cycle_csv(cycle: QuotaCycle) -> HttpResponse:
+    quotas = list(cycle.quotas.all())
+    for quota in quotas:
+        quota.cycle = cycle
+    return csv_response(
+        f"quotas-{timezone.localtime(cycle.start):%Y%m%d}.csv",
+        [
+            _("Department"),
+            _("Code"),
+            _("GPU model"),
+            _("Previous GPUs"),
+            _("Proposed GPUs"),
+            _("Guaranteed GPUs"),
+            _("Borrowing limit (GPUs)"),
+            _("Explanation"),
+        ],
+        [
+            [
+                q.department.name,
+                q.department.code,
+                q.gpu_model,
+                q.previous_gpus,
+                q.proposed_gpus,
+                q.guaranteed_gpus,
+                q.borrowing_limit_gpus,
+                explain(q),
+            ]
+            for q in quotas
+        ],
+    )
+
+
+@require_POST
+@role_required(*PLANNERS)
+def quota_cycle_edit_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save the committee's numbers for a proposal (every change recorded with the comment)."""
+    cycle = _cycle_or_404(request, pk)
+    quotas = list(cycle.quotas.all())
+    edit_forms = {q.pk: QuotaEditForm(request.POST, prefix=f"q{q.pk}") for q in quotas}
+    comment_form = CommentForm(request.POST)
+    if not comment_form.is_valid() or not all(form.is_valid() for form in edit_forms.values()):
+        context = cycle_context(request, cycle, edit_forms=edit_forms, comment_form=comment_form)
+        return render(request, "efficiency/quotas/cycle_detail.html", context, status=400)
+    changed = 0
+    try:
+        with transaction.atomic():
+            for quota in quotas:
+                data = edit_forms[quota.pk].cleaned_data
+                changed += services.quota_update(
+                    quota=quota,
+                    actor=request.user,
+                    guaranteed_gpus=data["guaranteed_gpus"],
+                    borrowing_limit_gpus=data["borrowing_limit_gpus"],
+                    comment=comment_form.cleaned_data["comment"],
+                )
+    except services.QuotaError as error:
+        messages.error(request, str(error))
+        return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
+    messages.success(request, _("%(count)d quotas changed.") % {"count": changed})
+    return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
+
+
+@require_POST
+@role_required(*PLANNERS)
+def quota_cycle_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
+    cycle = _cycle_or_404(request, pk)
+    form = CommentForm(request.POST, prefix="approve")
+    if not form.is_valid():
+        return render(
+            request,
+            "efficiency/quotas/cycle_detail.html",
+            cycle_context(request, cycle, approve_form=form),
+            status=400,
+        )
+    try:
+        services.quota_cycle_approve(cycle=cycle, actor=request.user, comment=form.cleaned_data["comment"])
+    except ValidationError as error:
+        context = cycle_context(request, cycle, approve_form=form, errors=error.messages)
+        return render(request, "efficiency/quotas/cycle_detail.html", context, status=400)
+    except services.QuotaError as error:
+        messages.error(request, str(error))
+        return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
+    messages.success(
+        request,
+        _("Quotas approved. They come into force on %(start)s.")
+        % {"start": f"{timezone.localtime(cycle.start):%Y-%m-%d %H:%M}"},
+    )
+    return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
+
+
+@require_POST
+@role_required(Role.DEPARTMENT_HEAD)
+def quota_objection_create_view(request: HttpRequest, pk: int) -> HttpResponse:
+    cycle = _cycle_or_404(request, pk)
+    departments = Department.objects.filter(heads=request.user, quotas__cycle=cycle).distinct()
+    form = ObjectionForm(request.POST, departments=departments)
+    if not form.is_valid():
+        return render(
+            request,
+            "efficiency/quotas/cycle_detail.html",
+            cycle_context(request, cycle, objection_form=form),
+            status=400,
+        )
+    try:
+        services.quota_objection_file(
+            cycle=cycle,
+            department=form.cleaned_data["department"],
+            author=request.user,
+            text=form.cleaned_data["text"],
+        )
+    except services.QuotaError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, _("Your objection was sent to the GPU committee."))
+    return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
+
+
+@require_POST
+@role_required(*PLANNERS)
+def quota_objection_answer_view(request: HttpRequest, pk: int) -> HttpResponse:
+    objection = get_or_404(selectors.quota_objection_get, user=request.user, pk=pk)
+    form = AnswerForm(request.POST, prefix=f"o{objection.pk}")
+    if form.is_valid():
+        services.quota_objection_answer(
+            objection=objection, actor=request.user, response=form.cleaned_data["response"]
+        )
+        messages.success(request, _("Answer saved."))
+    else:
+        messages.error(request, _("Write an answer."))
+    return redirect("efficiency:quota-cycle-detail", pk=objection.cycle_id)
+
+
+@require_POST
+@role_required(*PLANNERS)
+def quota_propose_view(request: HttpRequest) -> HttpResponse:
+    """Compute the next cycle's proposal now (the daily task does it a few days ahead)."""
+    cluster = selectors.default_cluster(request.POST.get("cluster"))
+    if cluster is None:
+        raise Http404(_("No cluster."))
+    try:
+        cycle = services.quota_proposal_create(cluster=cluster, actor=request.user)
+    except services.QuotaError as error:
+        messages.error(request, str(error))
+        return redirect("efficiency:quota-overview")
+    messages.success(request, _("Proposal computed from the last cycle's demand."))
+    return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
+
+
+@role_required(*EXPORTERS)
+def quota_backtest_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Last cycle's jobs replayed under the fixed partition, the quotas in force and this cycle's."""
+    cycle = _cycle_or_404(request, pk)
+    if request.method == "POST":
+        if user_role(request.user) not in PLANNERS:
+            raise PermissionDenied
+        services.quota_backtest_run(cycle=cycle)
+        messages.success(request, _("Backtest computed."))
+        return redirect("efficiency:quota-backtest", pk=cycle.pk)
+    backtest = selectors.quota_backtest_latest(user=request.user, cycle=cycle)
+    context = {"cycle": cycle, "backtest": backtest, "can_plan": user_role(request.user) in PLANNERS}
+    if backtest is not None:
+        context.update(backtest_context(backtest))
+    return render(request, "efficiency/quotas/backtest.html", context)
+
+
+def backtest_context(backtest) -> dict:
+    labels = policy_labels()
+    results = backtest.results
+    for result in results:
+        result["label"] = labels.get(result["key"], result["key"])
+    names = dict(Department.objects.values_list("code", "name"))
+    queues = sorted({q for result in results for q in result["queues"]}, key=lambda q: names.get(q, q))
+    rows = [
+        {
+            "department": names.get(queue, queue or _("Unmapped")),
+            "cells": [result["queues"].get(queue) for result in results],
+        }
+        for queue in queues
+    ]
+    hours = len(results[0]["hourly_allocated_gpus"]) if results else 0
+    times = local_times(backtest.window_start + timedelta(hours=h) for h in range(hours))
+    window_s = max((backtest.window_end - backtest.window_start).total_seconds(), 1.0)
+    capacity = results[0]["capacity_gpu_s"] / window_s if results else 0.0
+    return {
+        "results": results,
+        "rows": rows,
+        "waits_figure": charts.backtest_waits_figure(
+            [row["department"] for row in rows],
+            {
+                result["label"]: [
+                    None
+                    if (q := result["queues"].get(queue)) is None or q["wait_p95_s"] is None
+                    else round(q["wait_p95_s"] / 3600, 2)
+                    for queue in queues
+                ]
+                for result in results
+            },
+            title=_("P95 wait per department (hours)"),
+            axis_label=_("Hours"),
+        ),
+        "allocation_figure": charts.backtest_allocation_figure(
+            times,
+            {result["label"]: result["hourly_allocated_gpus"] for result in results},
+            capacity,
+            title=_("GPUs allocated, hour by hour, under each policy"),
+            capacity_label=_("Capacity"),
+            axis_label=_("GPUs"),
+        ),
+    }
+
+
+@role_required(*EXPORTERS)
+def quota_export_view(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    """An approved cycle as Kueue, Volcano or Slurm configuration (a download)."""
+    cycle = _cycle_or_404(request, pk)
+    try:
+        filename, content_type, text = services.quota_export(cycle=cycle, fmt=fmt, actor=request.user)
+    except services.QuotaError as error:
+        messages.error(request, str(error))
+        return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
+    response = HttpResponse(text, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

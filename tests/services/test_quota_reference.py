@@ -1,0 +1,80 @@
+"""The claim behind quota planning, checked on the reference scenario (DESIGN.md, car maker A).
+
+Three weeks of the simulated cluster's Slurm accounting go through the production path
+(``sacct --parsable2`` text → parser → job ingest); the portal then proposes the next cycle's
+quotas from the last 14 days and backtests them. Guaranteed + shared must clearly beat the fixed
+partition: more of the cluster allocated, far shorter waits.
+"""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from efficiency.choices import JobSource
+from efficiency.collectors.slurm import parse_sacct
+from efficiency.models import Cluster
+from efficiency.services.ingest import jobs_ingest
+from efficiency.services.organisation import DEMO_CLUSTER_SLUG, demo_organisation_create
+from efficiency.services.quotas import (
+    local_midnight,
+    quota_backtest_run,
+    quota_cycle_initial_create,
+    quota_proposal_create,
+)
+from efficiency.simulator.model import ClusterSimulator
+from efficiency.simulator.scenario import reference_nodes
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+UNTIL = START + timedelta(days=21)
+
+
+@pytest.fixture
+def reference_backtest(db, settings):
+    settings.PORTAL_CYCLE_DAYS = 14
+    settings.PORTAL_QUOTA_FLOOR_GPUS = 8
+    demo_organisation_create(password="pw")
+    cluster = Cluster.objects.get(slug=DEMO_CLUSTER_SLUG)
+    sim = ClusterSimulator(reference_nodes(), seed=7, start=START)
+    parsed = parse_sacct(sim.sacct_text(START, UNTIL, timezone=UTC), timezone=UTC)
+    assert not parsed.rejected
+    jobs_ingest(cluster=cluster, source=JobSource.SLURM, records=parsed.records, now=UNTIL)
+    quota_cycle_initial_create(cluster=cluster, start=local_midnight(UNTIL) - timedelta(days=14), now=UNTIL)
+    cycle = quota_proposal_create(cluster=cluster, now=UNTIL)
+    backtest = quota_backtest_run(cycle=cycle, now=UNTIL)
+    return cycle, {result["key"]: result for result in backtest.results}
+
+
+def test_guaranteed_plus_shared_allocates_clearly_more_than_the_fixed_partition(reference_backtest):
+    _, results = reference_backtest
+    fixed, proposal = results["fixed"], results["cycle"]
+    # Before the first approval the quotas in force are the fixed partition itself.
+    assert results["current"]["allocation_rate"] == pytest.approx(fixed["allocation_rate"])
+    # At least 4 points more of the cluster allocated (seed 7 gives 56.0% -> 61.8%; seeds 3 and
+    # 11 give +4.8 and +7.0), every job started instead of hundreds left waiting, waits halved.
+    assert proposal["allocation_rate"] >= fixed["allocation_rate"] + 0.04, (fixed, proposal)
+    assert fixed["jobs_waiting_at_end"] > 100
+    assert proposal["jobs_waiting_at_end"] == 0
+    assert proposal["wait_p95_s"] < fixed["wait_p95_s"] / 2
+    assert proposal["unmet_gpu_hours"] < fixed["unmet_gpu_hours"] / 2
+
+
+def test_reference_proposal_favours_departments_short_of_gpus_and_fits_the_guaranteed_share(
+    reference_backtest,
+):
+    cycle, _ = reference_backtest
+    quotas = list(cycle.quotas.select_related("department"))
+    # Starting from a fixed partition (everything guaranteed), every guarantee of a model is
+    # scaled by one factor to leave 20% as the shared pool; departments whose demand exceeds
+    # their guarantee keep a larger share of it than those whose demand is below.
+    short = [q for q in quotas if q.explanation["target_gpus"] > q.previous_gpus]
+    spare = [q for q in quotas if q.explanation["target_gpus"] < q.previous_gpus]
+    assert short
+    assert spare
+    assert {q.department.code for q in short} >= {"vision", "sim"}
+    for hot in short:
+        for idle in spare:
+            if hot.gpu_model == idle.gpu_model:
+                assert hot.guaranteed_gpus / hot.previous_gpus > idle.guaranteed_gpus / idle.previous_gpus
+    for model, capacity in cycle.capacity.items():
+        guaranteed = sum(q.guaranteed_gpus for q in quotas if q.gpu_model == model)
+        assert guaranteed <= 0.8 * capacity

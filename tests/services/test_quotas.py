@@ -1,0 +1,223 @@
+from datetime import timedelta
+
+import pytest
+import yaml
+from django.core.exceptions import ValidationError
+
+from efficiency.analysis.quotas import Bound
+from efficiency.choices import CapacityAlertKind, MappingKind, QuotaCycleStatus, QuotaEventKind
+from efficiency.models import CapacityAlert, DepartmentMapping, QuotaCycle, QuotaEvent
+from efficiency.services import quotas as services
+from tests.quota_fixtures import H100, MIDNIGHT, NOW, SETTINGS, WINDOW_START, make_planning
+
+
+@pytest.fixture
+def planning(db, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    settings.PORTAL_CYCLE_DAYS = 14
+    return make_planning()
+
+
+def propose(planning):
+    return services.quota_proposal_create(
+        cluster=planning.cluster, actor=planning.committee, now=NOW, settings_override=SETTINGS
+    )
+
+
+def by_department(cycle):
+    return {q.department.code: q for q in cycle.quotas.select_related("department")}
+
+
+def test_first_proposal_starts_from_the_fixed_partition(planning):
+    cycle = propose(planning)
+    initial = QuotaCycle.objects.get(origin="fixed_partition")
+    assert initial.status == QuotaCycleStatus.APPROVED
+    assert {q.department.code: q.guaranteed_gpus for q in initial.quotas.all()} == {"vision": 16, "radar": 24}
+    assert (initial.start, initial.end) == (WINDOW_START, MIDNIGHT)
+    # The next cycle begins where the fixed one ends, planned from the 14 days before it.
+    assert (cycle.start, cycle.status) == (MIDNIGHT, QuotaCycleStatus.PROPOSED)
+    assert (cycle.demand_start, cycle.demand_end) == (WINDOW_START, MIDNIGHT)
+    assert cycle.capacity == {H100: 40}
+
+
+def test_proposal_numbers_are_hand_checked(planning):
+    # Vision demands 32 GPUs every hour (16 running + 16 waiting): P75 = 32, but it may grow
+    # 25% from 16, to 20. Radar demands nothing: it may shrink 25% from 24, to 18.
+    # 20 + 18 = 38 > 40 x 0.8 = 32, so both scale by 32/38: 16.84 and 15.16 -> 16 + 15 = 31,
+    # and the one GPU left goes to the larger remainder (vision): 17 and 15. Shared pool 8.
+    quotas = by_department(propose(planning))
+    vision, radar = quotas["vision"], quotas["radar"]
+    assert (vision.guaranteed_gpus, vision.previous_gpus, vision.proposed_gpus) == (17, 16, 17)
+    assert (radar.guaranteed_gpus, radar.previous_gpus) == (15, 24)
+    assert vision.explanation["percentile_gpus"] == 32
+    assert vision.explanation["target_gpus"] == 32
+    assert vision.explanation["upper_gpus"] == 20
+    assert vision.explanation["bound"] == Bound.CAPACITY
+    assert vision.explanation["capacity_factor"] == pytest.approx(32 / 38, abs=1e-4)
+    assert radar.explanation["lower_gpus"] == 18
+    assert len(vision.demand_gpus) == 14 * 24
+    assert set(vision.demand_gpus) == {32}
+
+
+def test_a_second_proposal_for_the_same_cycle_is_refused(planning):
+    propose(planning)
+    with pytest.raises(services.QuotaError, match="already exists"):
+        propose(planning)
+
+
+def test_committee_edit_is_recorded_with_who_from_to_and_why(planning):
+    quota = by_department(propose(planning))["radar"]
+    changed = services.quota_update(
+        quota=quota, actor=planning.committee, guaranteed_gpus=14, borrowing_limit_gpus=4,
+        comment="Radar retires two projects", now=NOW,
+    )  # fmt: skip
+    assert changed
+    quota.refresh_from_db()
+    assert (quota.guaranteed_gpus, quota.proposed_gpus, quota.borrowing_limit_gpus) == (14, 15, 4)
+    event = QuotaEvent.objects.get(kind=QuotaEventKind.EDITED)
+    assert (event.actor, event.department, event.from_gpus, event.to_gpus) == (
+        planning.committee,
+        planning.radar,
+        15,
+        14,
+    )
+    assert "Borrowing limit: 4." in event.comment
+    assert "Radar retires two projects" in event.comment
+    # The same numbers again change nothing and record nothing.
+    assert not services.quota_update(
+        quota=quota, actor=planning.committee, guaranteed_gpus=14, borrowing_limit_gpus=4, now=NOW
+    )
+    assert QuotaEvent.objects.filter(kind=QuotaEventKind.EDITED).count() == 1
+
+
+def test_approval_refuses_guarantees_beyond_capacity_and_then_locks_the_cycle(planning):
+    cycle = propose(planning)
+    radar = by_department(cycle)["radar"]
+    services.quota_update(
+        quota=radar, actor=planning.committee, guaranteed_gpus=30, borrowing_limit_gpus=None
+    )
+    with pytest.raises(ValidationError, match="47 GPUs guaranteed but only 40"):
+        services.quota_cycle_approve(cycle=cycle, actor=planning.committee, comment="ok")
+    services.quota_update(
+        quota=radar, actor=planning.committee, guaranteed_gpus=15, borrowing_limit_gpus=None
+    )
+    services.quota_cycle_approve(
+        cycle=cycle, actor=planning.committee, comment="Agreed in the review", now=NOW
+    )
+    cycle.refresh_from_db()
+    assert (cycle.status, cycle.approved_by, cycle.approval_comment) == (
+        QuotaCycleStatus.APPROVED, planning.committee, "Agreed in the review",
+    )  # fmt: skip
+    with pytest.raises(services.QuotaError, match="approved"):
+        services.quota_update(
+            quota=radar, actor=planning.committee, guaranteed_gpus=1, borrowing_limit_gpus=None
+        )
+    with pytest.raises(services.QuotaError, match="approved"):
+        services.quota_cycle_approve(cycle=cycle, actor=planning.committee)
+
+
+def test_objection_is_filed_answered_and_recorded(planning):
+    cycle = propose(planning)
+    with pytest.raises(services.QuotaError):
+        services.quota_objection_file(
+            cycle=cycle, department=planning.radar, author=planning.head_radar, text="  "
+        )
+    objection = services.quota_objection_file(
+        cycle=cycle,
+        department=planning.radar,
+        author=planning.head_radar,
+        text="We start a new project in December.",
+    )
+    services.quota_objection_answer(
+        objection=objection, actor=planning.committee, response="Borrow from the pool."
+    )
+    kinds = list(QuotaEvent.objects.filter(cycle=cycle).order_by("id").values_list("kind", flat=True))
+    assert kinds == [QuotaEventKind.PROPOSED, QuotaEventKind.OBJECTION, QuotaEventKind.ANSWERED]
+    objection.refresh_from_db()
+    assert objection.responded_by == planning.committee
+
+
+def test_backtest_compares_fixed_partition_with_the_proposal(planning):
+    cycle = propose(planning)
+    backtest = services.quota_backtest_run(cycle=cycle, now=NOW)
+    results = {r["key"]: r for r in backtest.results}
+    assert list(results) == ["fixed", "current", "cycle"]
+    assert backtest.job_count == 4
+    # Fixed partition: vision's two waiting jobs (8 GPUs each) wait the whole 336 hours.
+    assert results["fixed"]["queues"]["vision"]["unmet_gpu_hours"] == pytest.approx(2 * 8 * 336)
+    assert results["fixed"]["jobs_waiting_at_end"] == 2
+    # Proposal: 1 guaranteed GPU left + 7 borrowed start the first at once; it runs the
+    # fallback hour (no finished job to take a median from), then the second starts.
+    assert results["cycle"]["jobs_waiting_at_end"] == 0
+    assert results["cycle"]["queues"]["vision"]["unmet_gpu_hours"] == pytest.approx(8)
+    assert results["cycle"]["allocation_rate"] > results["fixed"]["allocation_rate"]
+    assert results["cycle"]["allocation_rate"] == pytest.approx((16 * 336 + 2 * 8) / (40 * 336), abs=1e-5)
+
+
+def test_export_needs_approval_and_carries_the_mappings(planning):
+    cycle = propose(planning)
+    with pytest.raises(services.QuotaError, match="approved"):
+        services.quota_export(cycle=cycle, fmt="kueue")
+    DepartmentMapping.objects.create(
+        kind=MappingKind.K8S_NAMESPACE, value="vision-train", department=planning.vision
+    )
+    DepartmentMapping.objects.create(
+        kind=MappingKind.SLURM_ACCOUNT, value="vision", department=planning.vision
+    )
+    cycle = services.quota_cycle_approve(cycle=cycle, actor=planning.committee)
+    name, _, text = services.quota_export(cycle=cycle, fmt="kueue", actor=planning.admin)
+    assert name == "ad-platform-20261116-kueue-clusterqueues.yaml"
+    documents = list(yaml.safe_load_all(text))
+    local = [d for d in documents if d["kind"] == "LocalQueue"]
+    assert [(d["metadata"]["namespace"], d["spec"]["clusterQueue"]) for d in local] == [
+        ("vision-train", "vision")
+    ]
+    nominal = {
+        d["metadata"]["name"]: d["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+        for d in documents
+        if d["kind"] == "ClusterQueue"
+    }
+    assert nominal == {"vision": 17, "radar": 15, "ad-platform-shared-pool": 8}
+    _, _, script = services.quota_export(cycle=cycle, fmt="slurm")
+    assert "GrpTRES=gres/gpu=25" in script  # vision: 17 guaranteed + the whole pool of 8
+    assert QuotaEvent.objects.filter(kind=QuotaEventKind.EXPORTED).count() == 2
+    with pytest.raises(services.QuotaError, match="Unknown export format"):
+        services.quota_export(cycle=cycle, fmt="yaml")
+
+
+def test_roll_creates_the_first_cycle_then_proposes_a_few_days_before_the_end(planning, settings):
+    settings.PORTAL_QUOTA_PROPOSE_DAYS_AHEAD = 3
+    assert services.quota_cycles_roll(now=NOW) == {"created": 1, "proposed": 0}
+    first = QuotaCycle.objects.get()
+    assert first.start == MIDNIGHT  # today, local midnight
+    assert services.quota_cycles_roll(now=NOW + timedelta(days=10)) == {"created": 0, "proposed": 0}
+    assert services.quota_cycles_roll(now=NOW + timedelta(days=11)) == {"created": 0, "proposed": 1}
+    proposal = QuotaCycle.objects.get(status=QuotaCycleStatus.PROPOSED)
+    assert proposal.start == first.end
+    # Already proposed: nothing more.
+    assert services.quota_cycles_roll(now=NOW + timedelta(days=12)) == {"created": 0, "proposed": 0}
+
+
+def test_capacity_alert_raised_with_gpus_needed_then_resolved(planning, settings):
+    settings.PORTAL_CAPACITY_SUSTAINED_HOURS = 6
+    settings.PORTAL_CAPACITY_WAIT_THRESHOLD_S = 3600
+    settings.PORTAL_CAPACITY_WAIT_TARGET_S = 3600
+    services.quota_cycle_initial_create(cluster=planning.cluster, start=WINDOW_START, now=NOW)
+    # Fixed partition, no shared pool, and vision's jobs have waited for days: exhausted.
+    [alert] = services.capacity_check(cluster=planning.cluster, now=NOW)
+    assert (alert.kind, alert.gpu_model) == (CapacityAlertKind.POOL_EXHAUSTED, H100)
+    # One node (8 GPUs) in the pool lets the two waiting 8-GPU jobs run one after the other:
+    # waits 0 and 1 h, P95 0.95 h, under the 1 h target.
+    assert alert.gpus_needed == 8
+    assert alert.detail["shared_pool_gpus"] == 0
+    # Demand is flat: no trend alert.
+    assert not CapacityAlert.objects.filter(kind=CapacityAlertKind.DEMAND_TREND).exists()
+    # Checked again: the same alert, refreshed, not a second one.
+    services.capacity_check(cluster=planning.cluster, now=NOW + timedelta(hours=1))
+    assert CapacityAlert.objects.filter(resolved_at__isnull=True).count() == 1
+    # With the proposal in force the pool (8) has room: resolved.
+    cycle = propose(planning)
+    services.quota_cycle_approve(cycle=cycle, actor=planning.committee)
+    assert services.capacity_check(cluster=planning.cluster, now=NOW + timedelta(hours=2)) == []
+    alert.refresh_from_db()
+    assert alert.resolved_at == NOW + timedelta(hours=2)
