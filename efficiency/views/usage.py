@@ -10,6 +10,7 @@ from efficiency.charts import usage as charts
 from efficiency.choices import NodeClass, Role
 from efficiency.forms import TimeRange, time_range_from_request
 from efficiency.selectors import usage
+from efficiency.selectors.quotas import capacity_alert_list
 from efficiency.views.helpers import csv_response, role_required
 
 
@@ -91,6 +92,7 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
             class_counts, title=_("Node classes"), class_labels=class_labels(), axis_label=_("Nodes")
         ),
         "classified_until": classified_until,
+        "alerts": capacity_alert_list(user=user),
     }
     points = usage.cluster_usage_series(user=user, time_range=time_range)
     context.update(trend_figure=trend_figure(points), water_level_figure=water_level_figure(points))

@@ -128,3 +128,25 @@ def test_head_files_an_objection_only_for_a_department_they_head(client, proposa
     )
     assert response.status_code == 302
     assert cycle.objections.get().department == planning.radar
+
+
+def test_open_capacity_alerts_show_on_the_cluster_overview_and_quota_page(client, proposal):
+    from efficiency.models import CapacityAlert
+
+    planning, _ = proposal
+    CapacityAlert.objects.create(
+        cluster=planning.cluster,
+        gpu_model="NVIDIA H100 80GB HBM3",
+        kind="pool_exhausted",
+        raised_at=NOW,
+        checked_at=NOW,
+        gpus_needed=16,
+        detail={"shared_pool_gpus": 0},
+    )
+    client.force_login(planning.committee)
+    for path in ("/usage/", "/quotas/"):
+        body = client.get(path).content.decode()
+        assert "Shared pool exhausted · NVIDIA H100 80GB HBM3" in body
+        assert "About 16 more GPUs are needed." in body
+    client.force_login(planning.head_vision)
+    assert "Shared pool exhausted" not in client.get("/quotas/").content.decode()

@@ -1,0 +1,54 @@
+"""Quota planning's periodic work through a real Celery worker process and the real database."""
+
+import os
+import uuid
+
+import pytest
+from django.db import connection
+
+from efficiency.models import CapacityAlert, QuotaBacktest, QuotaCycle
+from tests.quota_fixtures import make_planning
+from tests.services.test_worker_ingest import _database_url
+from tests.workers import celery_worker, portal_python
+
+pytestmark = pytest.mark.broker
+
+
+def test_a_worker_rolls_cycles_backtests_a_proposal_and_checks_capacity(transactional_db, tmp_path):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: the worker process must see the test database")
+    make_planning()
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if not broker.startswith("redis://"):
+        broker = "filesystem://"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PORTAL_"))}
+    env.update(
+        DATABASE_URL=_database_url(),
+        CELERY_BROKER_URL=broker,
+        PORTAL_VAR_DIR=str(tmp_path / "var"),
+        DJANGO_SETTINGS_MODULE="portal.settings",
+        # Propose at once: the first cycle (today) ends within 14 days.
+        PORTAL_QUOTA_PROPOSE_DAYS_AHEAD="14",
+    )
+    queue = f"quotas-{uuid.uuid4().hex[:8]}"
+    with celery_worker(env, queue):
+        client = portal_python(
+            env,
+            "from efficiency.tasks import quota_cycles_roll_task, quota_backtest_task, capacity_check_task; "
+            "from efficiency.models import QuotaCycle; "
+            f"print(quota_cycles_roll_task.apply_async(queue={queue!r}).get(timeout=60)); "
+            f"print(quota_cycles_roll_task.apply_async(queue={queue!r}).get(timeout=60)); "
+            "cycle = QuotaCycle.objects.get(status='proposed'); "
+            f"print(quota_backtest_task.apply_async(args=[cycle.pk], queue={queue!r}).get(timeout=60)); "
+            f"print(capacity_check_task.apply_async(queue={queue!r}).get(timeout=60))",
+        )
+        assert client.returncode == 0, client.stderr
+    lines = client.stdout.splitlines()
+    assert lines[0] == "{'created': 1, 'proposed': 0}"
+    assert lines[1] == "{'created': 0, 'proposed': 1}"
+    proposal = QuotaCycle.objects.get(status="proposed")
+    backtest = QuotaBacktest.objects.get(cycle=proposal)
+    assert [r["key"] for r in backtest.results] == ["fixed", "current", "cycle"]
+    assert backtest.job_count == 4
+    # The fixed partition is in force (no shared pool) and vision's jobs have waited for weeks.
+    assert CapacityAlert.objects.filter(kind="pool_exhausted", resolved_at__isnull=True).count() == 1
