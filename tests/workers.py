@@ -1,5 +1,6 @@
 """Real Celery worker processes for tests, with the portal's own settings from ``env``."""
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,3 +34,20 @@ def portal_python(env: dict[str, str], code: str) -> subprocess.CompletedProcess
         [sys.executable, "-c", f"import django; django.setup(); {code}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+
+
+def worker_env(database_url: str, var_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a test's worker and client processes: this test database, Redis when
+    CI provides it (else the file-system broker), and no CELERY_/PORTAL_ settings of our own."""
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if not broker.startswith("redis://"):
+        broker = "filesystem://"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PORTAL_"))}
+    env.update(
+        DATABASE_URL=database_url,
+        CELERY_BROKER_URL=broker,
+        PORTAL_VAR_DIR=str(var_dir),
+        DJANGO_SETTINGS_MODULE="portal.settings",
+        **extra,
+    )
+    return env

@@ -523,10 +523,13 @@ def capacity_check(*, cluster: Cluster, now: datetime | None = None) -> list[Cap
     open_alerts = []
     for model, gpus in capacity.items():
         model_rows = [row for row in rows if row.gpu_model == model]
-        shared = gpus - sum(g for (code, m), g in guarantees.items() if m == model)
+        shared = gpus - sum(g for (_code, m), g in guarantees.items() if m == model)
         exhausted = _pool_exhausted(model_rows, guarantees, shared, now=now)
-        detail: dict = {"shared_pool_gpus": shared, "capacity_gpus": gpus}
-        if exhausted:
+        crossing = _demand_trend(model_rows, gpus, start=history_start, now=now)
+        needed = None
+        if exhausted or crossing:
+            # Either way the answer is the same question to the backtest: how many GPUs in the
+            # shared pool would have kept last cycle's P95 wait under the target.
             node_gpus = (
                 Node.objects.filter(cluster=cluster, gpu_model=model)
                 .order_by("-gpu_count")
@@ -534,18 +537,22 @@ def capacity_check(*, cluster: Cluster, now: datetime | None = None) -> list[Cap
                 .first()
             )
             needed = _gpus_for_wait_target(model_rows, model, gpus, guarantees, limits, node_gpus, now=now)
-            detail["wait_target_s"] = settings.PORTAL_CAPACITY_WAIT_TARGET_S
+        detail = {
+            "shared_pool_gpus": shared,
+            "capacity_gpus": gpus,
+            "wait_target_s": settings.PORTAL_CAPACITY_WAIT_TARGET_S,
+        }
+        if exhausted:
             open_alerts.append(
                 _alert_upsert(cluster, model, CapacityAlertKind.POOL_EXHAUSTED, now, needed, detail)
             )
         else:
             _alert_resolve(cluster, model, CapacityAlertKind.POOL_EXHAUSTED, now)
-        crossing = _demand_trend(model_rows, gpus, start=history_start, now=now)
-        if crossing is not None:
-            days, needed = crossing
-            detail = {"capacity_gpus": gpus, "days_until": round(days, 1)}
+        if crossing:
+            days, demand_at_horizon = crossing
+            trend = {**detail, "days_until": round(days, 1), "demand_at_horizon_gpus": demand_at_horizon}
             open_alerts.append(
-                _alert_upsert(cluster, model, CapacityAlertKind.DEMAND_TREND, now, needed, detail)
+                _alert_upsert(cluster, model, CapacityAlertKind.DEMAND_TREND, now, needed, trend)
             )
         else:
             _alert_resolve(cluster, model, CapacityAlertKind.DEMAND_TREND, now)
@@ -608,7 +615,7 @@ def _gpus_for_wait_target(
 def _demand_trend(
     rows: list[JobRow], gpus: int, *, start: datetime, now: datetime
 ) -> tuple[float, int] | None:
-    """(days until demand reaches capacity, GPUs short at the horizon) when within the horizon."""
+    """(days until demand reaches capacity, demand at the horizon in GPUs) when within the horizon."""
     end = local_midnight(now)
     if end <= start:
         return None
@@ -628,7 +635,7 @@ def _demand_trend(
     until = days_until_crossing(trend, today=today, capacity=gpus)
     if until is None or until > horizon:
         return None
-    return until, max(0, math.ceil(trend.at(today + horizon) - gpus))
+    return until, math.ceil(trend.at(today + horizon))
 
 
 def _alert_upsert(cluster, model, kind, now, gpus_needed, detail) -> CapacityAlert:

@@ -408,10 +408,42 @@ def quota_backtest_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, _("Backtest computed."))
         return redirect("efficiency:quota-backtest", pk=cycle.pk)
     backtest = selectors.quota_backtest_latest(user=request.user, cycle=cycle)
+    if backtest is not None and request.GET.get("export") == "csv":
+        return backtest_csv(cycle, backtest)
     context = {"cycle": cycle, "backtest": backtest, "can_plan": user_role(request.user) in PLANNERS}
     if backtest is not None:
         context.update(backtest_context(backtest))
     return render(request, "efficiency/quotas/backtest.html", context)
+
+
+def backtest_csv(cycle: QuotaCycle, backtest) -> HttpResponse:
+    """One row per policy and department (and one for the whole cluster)."""
+    labels = policy_labels()
+    names = dict(Department.objects.values_list("code", "name"))
+    rows = []
+    for result in backtest.results:
+        label = labels.get(result["key"], result["key"])
+        rates = [round(result["allocation_rate"], 4), round(result["utilization"], 4)]
+        waits = [result["wait_p50_s"], result["wait_p95_s"]]
+        rows.append([label, _("Whole cluster"), *rates, *waits, round(result["unmet_gpu_hours"], 1),
+                     result["jobs_waiting_at_end"]])  # fmt: skip
+        for queue, q in sorted(result["queues"].items(), key=lambda item: names.get(item[0], item[0])):
+            rows.append([label, names.get(queue, queue or _("Unmapped")), None, None, q["wait_p50_s"],
+                         q["wait_p95_s"], round(q["unmet_gpu_hours"], 1), q["waiting_at_end"]])  # fmt: skip
+    return csv_response(
+        f"backtest-{timezone.localtime(cycle.start):%Y%m%d}.csv",
+        [
+            _("Policy"),
+            _("Department"),
+            _("Allocation rate"),
+            _("Utilization"),
+            _("P50 wait (s)"),
+            _("P95 wait (s)"),
+            _("Unmet demand (GPU-hours waited)"),
+            _("Still waiting at the end"),
+        ],
+        rows,
+    )
 
 
 def backtest_context(backtest) -> dict:

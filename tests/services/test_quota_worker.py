@@ -1,6 +1,5 @@
 """Quota planning's periodic work through a real Celery worker process and the real database."""
 
-import os
 import uuid
 
 import pytest
@@ -9,7 +8,7 @@ from django.db import connection
 from efficiency.models import CapacityAlert, QuotaBacktest, QuotaCycle
 from tests.quota_fixtures import make_planning
 from tests.services.test_worker_ingest import _database_url
-from tests.workers import celery_worker, portal_python
+from tests.workers import celery_worker, portal_python, worker_env
 
 pytestmark = pytest.mark.broker
 
@@ -18,18 +17,8 @@ def test_a_worker_rolls_cycles_backtests_a_proposal_and_checks_capacity(transact
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: the worker process must see the test database")
     make_planning()
-    broker = os.environ.get("CELERY_BROKER_URL", "")
-    if not broker.startswith("redis://"):
-        broker = "filesystem://"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PORTAL_"))}
-    env.update(
-        DATABASE_URL=_database_url(),
-        CELERY_BROKER_URL=broker,
-        PORTAL_VAR_DIR=str(tmp_path / "var"),
-        DJANGO_SETTINGS_MODULE="portal.settings",
-        # Propose at once: the first cycle (today) ends within 14 days.
-        PORTAL_QUOTA_PROPOSE_DAYS_AHEAD="14",
-    )
+    # Propose at once: the first cycle (from today) ends within 14 days.
+    env = worker_env(_database_url(), tmp_path / "var", PORTAL_QUOTA_PROPOSE_DAYS_AHEAD="14")
     queue = f"quotas-{uuid.uuid4().hex[:8]}"
     with celery_worker(env, queue):
         client = portal_python(

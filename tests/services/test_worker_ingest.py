@@ -5,7 +5,6 @@ The test writes a job log, the worker (a separate process, as in production) run
 in-memory SQLite test database cannot be shared with another process.
 """
 
-import os
 import uuid
 
 import pytest
@@ -14,7 +13,7 @@ from django.db import connection
 from efficiency.choices import RunStatus, SourceKind
 from efficiency.models import DataSource, LogChunk
 from tests.factories import ClusterFactory
-from tests.workers import celery_worker, portal_python
+from tests.workers import celery_worker, portal_python, worker_env
 
 pytestmark = pytest.mark.broker
 
@@ -41,16 +40,7 @@ def test_a_worker_process_collects_a_log_directory_into_the_database(transaction
         name="logs",
         config={"root": str(tmp_path / "logs")},
     )
-    broker = os.environ.get("CELERY_BROKER_URL", "")
-    if not broker.startswith("redis://"):
-        broker = "filesystem://"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PORTAL_"))}
-    env.update(
-        DATABASE_URL=_database_url(),
-        CELERY_BROKER_URL=broker,
-        PORTAL_VAR_DIR=str(tmp_path / "var"),
-        DJANGO_SETTINGS_MODULE="portal.settings",
-    )
+    env = worker_env(_database_url(), tmp_path / "var")
     queue = f"ingest-{uuid.uuid4().hex[:8]}"
     with celery_worker(env, queue):
         client = portal_python(

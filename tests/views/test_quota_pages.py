@@ -150,3 +150,15 @@ def test_open_capacity_alerts_show_on_the_cluster_overview_and_quota_page(client
         assert "About 16 more GPUs are needed." in body
     client.force_login(planning.head_vision)
     assert "Shared pool exhausted" not in client.get("/quotas/").content.decode()
+
+
+def test_backtest_csv_has_a_cluster_row_and_a_row_per_department_for_each_policy(client, proposal):
+    planning, cycle = proposal
+    services.quota_backtest_run(cycle=cycle, now=NOW)
+    client.force_login(planning.admin)
+    response = client.get(f"/quotas/cycles/{cycle.pk}/backtest/?export=csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    fixed = {row["Department"]: row for row in rows if row["Policy"] == "Fixed partition"}
+    assert set(fixed) == {"Whole cluster", "Vehicle vision", "Radar perception"}
+    assert float(fixed["Vehicle vision"]["Unmet demand (GPU-hours waited)"]) == 2 * 8 * 336
+    assert {row["Policy"] for row in rows} == {"Fixed partition", "Quotas in force", "This cycle's quotas"}
