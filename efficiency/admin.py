@@ -3,10 +3,12 @@ from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.models import (
+    ActuatorConfig,
     Cluster,
     DataSource,
     Department,
     DepartmentMapping,
+    FaultPolicy,
     Gpu,
     Job,
     Node,
@@ -150,3 +152,15 @@ class SourceRunAdmin(admin.ModelAdmin):
     list_filter = ["status", "source"]
     date_hierarchy = "started_at"
     list_select_related = ["source__cluster"]
+
+
+@admin.register(FaultPolicy)
+class FaultPolicyAdmin(admin.ModelAdmin):
+    list_display = ["category", "isolate_node", "restart_job", "notify"]
+    list_editable = ["isolate_node", "restart_job", "notify"]
+
+
+@admin.register(ActuatorConfig)
+class ActuatorConfigAdmin(admin.ModelAdmin):
+    list_display = ["name", "action", "dry_run", "enabled"]
+    list_filter = ["action", "dry_run", "enabled"]

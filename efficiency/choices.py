@@ -106,3 +106,45 @@ class QuotaEventKind(models.TextChoices):
 class CapacityAlertKind(models.TextChoices):
     POOL_EXHAUSTED = "pool_exhausted", _("Shared pool exhausted")
     DEMAND_TREND = "demand_trend", _("Demand trend crosses capacity")
+
+
+class FaultCategory(models.TextChoices):
+    """Root-cause categories of faults (efficiency.analysis.faults.signatures.CATEGORIES)."""
+
+    HARDWARE_GPU = "hardware_gpu", _("GPU hardware")
+    HARDWARE_MEMORY_ECC = "hardware_memory_ecc", _("GPU memory (ECC)")
+    NVLINK = "nvlink", _("NVLink")
+    NETWORK_RDMA = "network_rdma", _("Network (RDMA)")
+    NCCL_TIMEOUT_HANG = "nccl_timeout_hang", _("NCCL timeout / hang")
+    NCCL_SOCKET_FALLBACK = "nccl_socket_fallback", _("NCCL fell back to sockets")
+    CUDA_OOM = "cuda_oom", _("CUDA out of memory")
+    CUDA_ILLEGAL_ACCESS = "cuda_illegal_access", _("CUDA illegal memory access")
+    LOSS_NAN_INF = "loss_nan_inf", _("Loss NaN / Inf")
+    SLOWDOWN = "slowdown", _("Slowdown / straggler")
+    STORAGE_IO = "storage_io", _("Storage I/O")
+    SOFTWARE_ERROR = "software_error", _("Software error")
+
+
+class Severity(models.TextChoices):
+    CRITICAL = "critical", _("Critical")
+    ERROR = "error", _("Error")
+    WARNING = "warning", _("Warning")
+
+
+class SignalSource(models.TextChoices):
+    LOG = "log", _("Log line")
+    DETECTOR = "detector", _("Detector")
+    METRIC = "metric", _("Metric")
+
+
+class IncidentStatus(models.TextChoices):
+    OPEN = "open", _("Open")
+    RECOVERING = "recovering", _("Recovering")
+    RESOLVED = "resolved", _("Resolved")
+
+
+class ActionKind(models.TextChoices):
+    ISOLATE_NODE = "isolate_node", _("Isolate node")
+    RESTART_JOB = "restart_job", _("Restart job from checkpoint")
+    NOTIFY = "notify", _("Notify")
+    RESUME_NODE = "resume_node", _("Return node to service")

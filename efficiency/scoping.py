@@ -18,11 +18,16 @@ from django.db.models import Model, Q, QuerySet
 
 from efficiency.choices import Role
 from efficiency.models import (
+    ActuatorConfig,
     CapacityAlert,
     Department,
     DepartmentHour,
     DepartmentMapping,
+    FaultPolicy,
+    FaultSignal,
     Gpu,
+    Incident,
+    IncidentAction,
     Job,
     JobHour,
     Node,
@@ -100,6 +105,12 @@ def _scopers() -> dict[type[Model], object]:
         QuotaEvent: lambda qs, ids: qs.filter(Q(department_id__in=ids) | Q(department__isnull=True)),
         QuotaBacktest: lambda qs, ids: qs.none(),
         CapacityAlert: lambda qs, ids: qs.none(),
+        # Faults: a head sees the incidents and evidence of their departments' jobs.
+        Incident: lambda qs, ids: qs.filter(department_id__in=ids),
+        FaultSignal: lambda qs, ids: qs.filter(department_id__in=ids),
+        IncidentAction: lambda qs, ids: qs.filter(incident__department_id__in=ids),
+        FaultPolicy: lambda qs, ids: qs.none(),
+        ActuatorConfig: lambda qs, ids: qs.none(),
     }
 
 

@@ -5,8 +5,9 @@ import socket
 from celery import shared_task
 from celery.signals import worker_ready
 
-from efficiency.models import Cluster, QuotaCycle
-from efficiency.services import quotas
+from efficiency.choices import SourceKind
+from efficiency.models import Cluster, DataSource, Incident, QuotaCycle
+from efficiency.services import faults, quotas
 from efficiency.services.classification import node_classes_refresh
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
 from efficiency.services.rollups import retention_prune, rollups_refresh
@@ -60,6 +61,9 @@ def collect_source_task(source_id: int) -> dict:
     run = source_collect(source_id=source_id)
     if run is None:
         return {"skipped": "another worker is collecting this source"}
+    if run.stored and run.source.kind in LOG_KINDS:
+        # Scan new log lines for faults at once: detection within a minute of the line.
+        fault_scan_source_task.delay(source_id)
     return {"run": run.pk, "status": run.status, "stored": run.stored, "rejected": run.rejected}
 
 
@@ -103,3 +107,43 @@ def capacity_check_task() -> dict:
         cluster.slug: len(quotas.capacity_check(cluster=cluster))
         for cluster in Cluster.objects.filter(nodes__isnull=False).distinct()
     }
+
+
+LOG_KINDS = {SourceKind.LOG_FILES, SourceKind.LOG_PUSH}
+
+
+@shared_task
+def fault_scan_source_task(source_id: int) -> dict:
+    """Scan one log source's new chunks for faults, group them into incidents and act."""
+    source = DataSource.objects.filter(pk=source_id).select_related("cluster").first()
+    if source is None:
+        return {"skipped": "no such source"}
+    summary = faults.fault_scan_source(source=source)
+    return {"chunks": summary.chunks, "signals": summary.signals, "incidents": summary.incidents}
+
+
+@shared_task
+def fault_scan_task() -> dict:
+    """Catch-up scan of every log source (collections also trigger a scan of their own)."""
+    return {name: summary.signals for name, summary in faults.fault_scan_sources().items()}
+
+
+@shared_task
+def fault_detect_task() -> dict:
+    """Run the progress detectors (slowdown, straggler node, hang) over recent jobs."""
+    return {cluster.slug: faults.fault_detect_jobs(cluster=cluster) for cluster in Cluster.objects.all()}
+
+
+@shared_task
+def incident_policy_task(incident_id: int) -> dict:
+    """Apply a located incident's policy: isolate, restart, notify (each action logged)."""
+    incident = Incident.objects.select_related("node", "job", "cluster").filter(pk=incident_id).first()
+    if incident is None:
+        return {"skipped": "no such incident"}
+    return {"actions": [action.kind for action in faults.incident_policy_apply(incident=incident)]}
+
+
+@shared_task
+def incidents_refresh_task() -> dict:
+    """Mark incidents recovered when their job or its resubmission runs again."""
+    return {cluster.slug: faults.incidents_refresh(cluster=cluster) for cluster in Cluster.objects.all()}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from efficiency.views import home, inventory, jobs, quotas, sources, usage
+from efficiency.views import faults, home, inventory, jobs, quotas, sources, usage
 
 app_name = "efficiency"
 
@@ -33,6 +33,10 @@ urlpatterns = [
         quotas.quota_objection_answer_view,
         name="quota-objection-answer",
     ),
+    path("faults/", faults.fault_overview_view, name="fault-overview"),
+    path("faults/incidents/<int:pk>/", faults.incident_detail_view, name="incident-detail"),
+    path("faults/incidents/<int:pk>/report/", faults.incident_report_view, name="incident-report"),
+    path("faults/incidents/<int:pk>/<slug:action>/", faults.incident_action_view, name="incident-action"),
     path("sources/", sources.source_list_view, name="source-list"),
     path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
 ]

@@ -208,6 +208,9 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "efficiency.choices.NodeState",
         "JobStateEnum": "efficiency.choices.JobState",
         "QuotaCycleStatusEnum": "efficiency.choices.QuotaCycleStatus",
+        "IncidentStatusEnum": "efficiency.choices.IncidentStatus",
+        "SignalSourceEnum": "efficiency.choices.SignalSource",
+        "JobSourceEnum": "efficiency.choices.JobSource",
     },
 }
 
@@ -251,8 +254,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     # Every minute: a worker records that it is alive, so /healthz can tell a stuck queue.
     "worker-heartbeat": {"task": "efficiency.tasks.worker_heartbeat_task", "schedule": 60.0},
-    # Every 30 seconds: collect from every data source whose own interval has passed.
-    "collect-due-sources": {"task": "efficiency.tasks.collect_due_sources_task", "schedule": 30.0},
+    # Every 15 seconds: collect from every data source whose own interval has passed.
+    "collect-due-sources": {"task": "efficiency.tasks.collect_due_sources_task", "schedule": 15.0},
     # Every minute: recompute the hourly rollups of hours that got new or late data.
     "rollups-refresh": {"task": "efficiency.tasks.rollups_refresh_task", "schedule": 60.0},
     # Daily at 00:20 UTC: classify nodes over the cycle that ended at midnight.
@@ -271,6 +274,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "efficiency.tasks.capacity_check_task",
         "schedule": crontab(minute=25),
     },
+    # Every minute: scan log sources for faults (collections also scan what they stored at once).
+    "fault-scan": {"task": "efficiency.tasks.fault_scan_task", "schedule": 60.0},
+    # Every minute: progress detectors (slowdown, straggler node, hang) over recent jobs' logs.
+    "fault-detect": {"task": "efficiency.tasks.fault_detect_task", "schedule": 60.0},
+    # Every 5 minutes: mark incidents recovered when their job or its resubmission runs again.
+    "incidents-refresh": {"task": "efficiency.tasks.incidents_refresh_task", "schedule": 300.0},
     # Daily at 03:00 UTC: drop raw samples and log chunks past PORTAL_RAW_RETENTION_DAYS.
     "retention-prune": {
         "task": "efficiency.tasks.retention_prune_task",
@@ -324,3 +333,6 @@ PORTAL_CAPACITY_SUSTAINED_HOURS = env_int("PORTAL_CAPACITY_SUSTAINED_HOURS", 6)
 PORTAL_CAPACITY_WAIT_TARGET_S = env_int("PORTAL_CAPACITY_WAIT_TARGET_S", 3600)
 PORTAL_CAPACITY_TREND_DAYS = env_int("PORTAL_CAPACITY_TREND_DAYS", 28)
 PORTAL_CAPACITY_HORIZON_WEEKS = env_int("PORTAL_CAPACITY_HORIZON_WEEKS", 4)
+# Faults: when a job's last checkpoint is not in its logs, assume it was half this long before
+# the fault (GPU-hours lost = GPUs x (time since the last checkpoint + downtime)).
+PORTAL_CHECKPOINT_INTERVAL_S = env_int("PORTAL_CHECKPOINT_INTERVAL_S", 3600)

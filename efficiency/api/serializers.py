@@ -8,7 +8,10 @@ from efficiency.models import (
     CapacityAlert,
     Cluster,
     Department,
+    FaultSignal,
     Gpu,
+    Incident,
+    IncidentAction,
     Job,
     Node,
     Quota,
@@ -350,3 +353,97 @@ class QuotaOverviewSerializer(serializers.Serializer):
     )
     next_cycle = serializers.IntegerField(source="next_cycle.pk", allow_null=True)
     uses = QuotaUseSerializer(many=True)
+
+
+class FaultSignalSerializer(serializers.ModelSerializer):
+    node = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
+    job = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
+
+    class Meta:
+        model = FaultSignal
+        fields = [
+            "id",
+            "source",
+            "signature_id",
+            "category",
+            "severity",
+            "code",
+            "job",
+            "node",
+            "gpu_index",
+            "rank",
+            "occurred_at",
+            "detected_at",
+            "message",
+            "location",
+            "incident",
+        ]
+        read_only_fields = fields
+
+
+class IncidentActionSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = IncidentAction
+        fields = [
+            "id",
+            "kind",
+            "actuator",
+            "dry_run",
+            "ok",
+            "summary",
+            "detail",
+            "requested_at",
+            "duration_s",
+            "actor",
+        ]
+        read_only_fields = fields
+
+
+class IncidentSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    job = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
+    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    node = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
+    mttr_s = serializers.FloatField(read_only=True, allow_null=True)
+    time_to_detect_s = serializers.FloatField(read_only=True)
+    time_to_locate_s = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Incident
+        fields = [
+            "id",
+            "cluster",
+            "job",
+            "department",
+            "node",
+            "gpu_index",
+            "rank",
+            "category",
+            "severity",
+            "code",
+            "title",
+            "status",
+            "occurred_at",
+            "detected_at",
+            "located_at",
+            "restart_requested_at",
+            "recovered_at",
+            "mttr_s",
+            "time_to_detect_s",
+            "time_to_locate_s",
+            "gpu_count",
+            "gpu_hours_lost",
+            "reasoning",
+        ]
+        read_only_fields = fields
+
+
+class IncidentDetailSerializer(IncidentSerializer):
+    signals = FaultSignalSerializer(many=True, read_only=True)
+    actions = IncidentActionSerializer(many=True, read_only=True)
+
+    class Meta(IncidentSerializer.Meta):
+        fields = [*IncidentSerializer.Meta.fields, "signals", "actions"]
+        read_only_fields = fields

@@ -3,6 +3,7 @@ call the services the pages call, under the same role rules."""
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -26,12 +27,16 @@ from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
 from efficiency.forms import TimeRange, time_range_from_request
 from efficiency.models import DataSource, Department, Quota, QuotaCycle, QuotaObjection
 from efficiency.scoping import sees_all_departments, user_role
+from efficiency.selectors import faults as fault_selectors
 from efficiency.selectors import quotas as quota_selectors
 from efficiency.selectors import usage
 from efficiency.selectors.inventory import department_list, node_list
 from efficiency.selectors.jobs import job_list
+from efficiency.services import faults as fault_services
 from efficiency.services import quotas as quota_services
 from efficiency.services.sources import log_push_receive
+from efficiency.views.faults import OPERATORS as FAULT_OPERATORS
+from efficiency.views.faults import VIEWERS as FAULT_VIEWERS
 from efficiency.views.quotas import EXPORTERS, PLANNERS, VIEWERS
 
 
@@ -100,14 +105,22 @@ class LogPushView(APIView):
     def post(self, request, pk: int):
         source = get_object_or_404(DataSource, pk=pk, kind=SourceKind.LOG_PUSH, enabled=True)
         run = log_push_receive(source=source, body=request.body)
+        if run.stored:
+            from efficiency.tasks import fault_scan_source_task
+
+            transaction.on_commit(lambda: fault_scan_source_task.delay(source.pk))
         return Response(serializers.LogPushResultSerializer(run).data)
 
 
-def _range_or_400(request) -> TimeRange:
-    form, time_range = time_range_from_request(request.query_params)
+def _range_or_400_params(params) -> TimeRange:
+    form, time_range = time_range_from_request(params)
     if time_range is None:
         raise ValidationError(form.errors)
     return time_range
+
+
+def _range_or_400(request) -> TimeRange:
+    return _range_or_400_params(request.query_params)
 
 
 def _usage_payload(totals: UsageTotals) -> dict:
@@ -519,3 +532,78 @@ class QuotaOverviewView(APIView):
         else:
             overview = quota_selectors.quota_overview(user=request.user, cluster=cluster, now=timezone.now())
         return Response(serializers.QuotaOverviewSerializer({"cluster": cluster, **vars(overview)}).data)
+
+
+class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
+    """Incidents (scoped: a head sees their departments' jobs'); admins isolate, restart, close.
+
+    ``?status=open|recovering|resolved``, ``?category=<root cause>``, ``?job=<external id>``.
+    """
+
+    roles = FAULT_VIEWERS
+    action_roles = {"isolate": FAULT_OPERATORS, "restart": FAULT_OPERATORS, "resolve": FAULT_OPERATORS}
+    permission_classes = [IsAuthenticated, HasPortalRole]
+    ordering_fields = ["occurred_at", "gpu_hours_lost"]
+    ordering = ["-occurred_at"]
+
+    def get_queryset(self):
+        incidents = fault_selectors.incident_list(user=self.request.user)
+        for param, field in (("status", "status"), ("category", "category"), ("job", "job__external_id")):
+            value = self.request.query_params.get(param)
+            if value:
+                incidents = incidents.filter(**{field: value})
+        if self.action == "retrieve":
+            incidents = incidents.prefetch_related("signals__node", "signals__job", "actions__actor")
+        return incidents
+
+    def get_serializer_class(self):
+        if self.action == "list":
+            return serializers.IncidentSerializer
+        return serializers.IncidentDetailSerializer
+
+    def _act(self, request, pk, service):
+        incident = self.get_object()
+        if service is fault_services.node_isolate and incident.node is None:
+            raise ValidationError({"detail": _("This incident has no suspected node.")})
+        if service is fault_services.job_restart_request and incident.job is None:
+            raise ValidationError({"detail": _("This incident has no job.")})
+        service(incident=incident, actor=request.user)
+        incident = self.get_queryset().get(pk=incident.pk)
+        return Response(serializers.IncidentDetailSerializer(incident).data)
+
+    @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def isolate(self, request, pk=None):
+        return self._act(request, pk, fault_services.node_isolate)
+
+    @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def restart(self, request, pk=None):
+        return self._act(request, pk, fault_services.job_restart_request)
+
+    @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def resolve(self, request, pk=None):
+        return self._act(request, pk, fault_services.incident_resolve)
+
+
+class FaultSignalViewSet(viewsets.ReadOnlyModelViewSet):
+    """Fault evidence (scoped); ``?range=7d`` (default 24 h), ``?category=``, ``?node=<hostname>``."""
+
+    roles = FAULT_VIEWERS
+    permission_classes = [IsAuthenticated, HasPortalRole]
+    serializer_class = serializers.FaultSignalSerializer
+
+    def get_queryset(self):
+        params = self.request.query_params
+        if "range" not in params and "start" not in params:
+            params = params.copy()
+            params["range"] = "24h"
+        signals = fault_selectors.fault_signal_list(
+            user=self.request.user, time_range=_range_or_400_params(params)
+        )
+        if params.get("category"):
+            signals = signals.filter(category=params["category"])
+        if params.get("node"):
+            signals = signals.filter(node__hostname=params["node"])
+        return signals

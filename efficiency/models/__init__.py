@@ -1,5 +1,13 @@
 """The domain model, one module per area."""
 
+from efficiency.models.faults import (
+    ActuatorConfig,
+    FaultPolicy,
+    FaultScanCursor,
+    FaultSignal,
+    Incident,
+    IncidentAction,
+)
 from efficiency.models.inventory import Cluster, Department, DepartmentMapping, Gpu, Node
 from efficiency.models.jobs import Job
 from efficiency.models.quotas import (
@@ -26,14 +34,20 @@ from efficiency.models.telemetry import (
 )
 
 __all__ = [
+    "ActuatorConfig",
     "CapacityAlert",
     "Cluster",
     "DataSource",
     "Department",
     "DepartmentHour",
     "DepartmentMapping",
+    "FaultPolicy",
+    "FaultScanCursor",
+    "FaultSignal",
     "Gpu",
     "GpuSample",
+    "Incident",
+    "IncidentAction",
     "Job",
     "JobHour",
     "LogChunk",

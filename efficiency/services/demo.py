@@ -15,20 +15,30 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from efficiency.choices import JobSource, SourceKind
+from efficiency.actuators.command import SLURM_DRAIN, SLURM_REQUEUE
+from efficiency.choices import ActionKind, JobSource, SourceKind
 from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.slurm import parse_sacct
-from efficiency.models import Cluster, DataSource, QuotaCycle, RollupDirtyHour
+from efficiency.models import ActuatorConfig, Cluster, DataSource, Incident, QuotaCycle, RollupDirtyHour
 from efficiency.services import quotas
 from efficiency.services.classification import node_classes_refresh
+from efficiency.services.faults import (
+    fault_detect_jobs,
+    fault_policies_ensure,
+    fault_scan_source,
+    incident_policy_apply,
+    incidents_refresh,
+)
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
 from efficiency.services.rollups import rollups_refresh
+from efficiency.services.sources import source_collect
 from efficiency.simulator.model import ClusterSimulator
 from efficiency.simulator.scenario import reference_nodes
 
 logger = logging.getLogger(__name__)
 
 DEMO_COMMITTEE_USERNAME = "committee"  # demo_organisation_create makes this login
+LOG_HISTORY_STEP = timedelta(minutes=15)
 LOG_DAYS = 2  # job logs are bulky: the demo keeps the last two days of them
 SACCT_WINDOW = timedelta(days=2)
 
@@ -84,8 +94,10 @@ def demo_sources_ensure(*, cluster: Cluster) -> list[DataSource]:
     ]
     sources = []
     for name, kind, config in specs:
+        # Logs are read every 15 s so that a fault is detected within a minute of its line.
+        interval_s = 15 if kind == SourceKind.LOG_FILES else 60
         source, _ = DataSource.objects.get_or_create(
-            cluster=cluster, name=name, defaults={"kind": kind, "config": config, "interval_s": 60}
+            cluster=cluster, name=name, defaults={"kind": kind, "config": config, "interval_s": interval_s}
         )
         sources.append(source)
     return sources
@@ -112,7 +124,9 @@ def demo_history_backfill(
     counts["jobs"] = jobs_ingest(
         cluster=cluster, source=JobSource.SLURM, records=jobs.records, now=until
     ).stored
-    _logs_write(sim, since=max(start, until - timedelta(days=LOG_DAYS)), until=until)
+    _logs_history_collect(
+        sim, cluster=cluster, since=max(start, until - timedelta(days=LOG_DAYS)), until=until
+    )
     # Jobs that were already running at the start mark earlier hours, which have no samples:
     # the demo's portal started collecting at ``start``, so it has no rollups before it.
     RollupDirtyHour.objects.filter(cluster=cluster, hour__lt=start).delete()
@@ -149,6 +163,44 @@ def demo_quota_history(*, cluster: Cluster, history_start: datetime, now: dateti
     proposal = quotas.quota_proposal_create(cluster=cluster, now=now)
     quotas.quota_backtest_run(cycle=proposal, now=now)
     quotas.capacity_check(cluster=cluster, now=now)
+
+
+def _logs_history_collect(
+    sim: ClusterSimulator, *, cluster: Cluster, since: datetime, until: datetime
+) -> None:
+    """Write the last days' logs in steps, collecting and scanning after each as the live
+    demo does, so that faults in the history were detected when their lines were written."""
+    source = next(s for s in demo_sources_ensure(cluster=cluster) if s.kind == SourceKind.LOG_FILES)
+    fault_policies_ensure()
+    demo_actuators_ensure()
+    at = since
+    while at < until:
+        step_end = min(until, at + LOG_HISTORY_STEP)
+        _logs_write(sim, since=at, until=step_end)
+        source.refresh_from_db()
+        source.running_since = None
+        source.save(update_fields=["running_since"])
+        source_collect(source_id=source.pk, now=step_end)
+        fault_scan_source(source=source, now=step_end)
+        for incident in Incident.objects.filter(cluster=cluster, actions__isnull=True).select_related(
+            "node", "job"
+        ):
+            incident_policy_apply(incident=incident, now=step_end)
+        incidents_refresh(cluster=cluster, now=step_end)
+        at = step_end
+    fault_detect_jobs(cluster=cluster, now=until)
+
+
+def demo_actuators_ensure() -> None:
+    """The demo's actuators, in dry run: Slurm drain and requeue as a real cluster would use."""
+    specs = [
+        ("slurm-drain", ActionKind.ISOLATE_NODE, {"type": "command", "argv": list(SLURM_DRAIN)}),
+        ("slurm-requeue", ActionKind.RESTART_JOB, {"type": "command", "argv": list(SLURM_REQUEUE)}),
+    ]
+    for name, action, config in specs:
+        ActuatorConfig.objects.get_or_create(
+            name=name, defaults={"action": action, "config": config, "dry_run": True}
+        )
 
 
 def _logs_write(sim: ClusterSimulator, *, since: datetime, until: datetime) -> None:

@@ -4,6 +4,7 @@ from django.utils.translation import gettext_lazy as _
 
 from efficiency.filters import JobFilter
 from efficiency.selectors.jobs import job_get, job_list
+from efficiency.views.faults import job_faults_context
 from efficiency.views.helpers import get_or_404, render_filtered_list
 from efficiency.views.usage import job_usage_context
 
@@ -35,5 +36,10 @@ def job_list_view(request: HttpRequest) -> HttpResponse:
 
 def job_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_or_404(job_get, user=request.user, pk=pk)
-    context = {"job": job, "nodes": job.nodes.all(), **job_usage_context(job)}
+    context = {
+        "job": job,
+        "nodes": job.nodes.all(),
+        **job_usage_context(job),
+        **job_faults_context(request, job),
+    }
     return render(request, "efficiency/jobs/job_detail.html", context)

@@ -49,6 +49,38 @@ def _objection(o):
     )
 
 
+def _incident(o):
+    """An incident of department A's job on A's node."""
+    from django.utils import timezone
+
+    from efficiency.models import Incident
+
+    now = timezone.now()
+    return Incident.objects.filter(job=o.job_a).first() or Incident.objects.create(
+        cluster=o.cluster, job=o.job_a, department=o.dept_a, node=o.node_a, category="hardware_gpu",
+        severity="critical", code="79", title="xid-79", occurred_at=now, detected_at=now,
+    )  # fmt: skip
+
+
+def _signal(o):
+    from efficiency.models import FaultSignal
+
+    incident = _incident(o)
+    return FaultSignal.objects.filter(incident=incident).first() or FaultSignal.objects.create(
+        cluster=o.cluster, evidence_key="test:1", source="log", signature_id="xid-79",
+        category="hardware_gpu", severity="critical", job=o.job_a, department=o.dept_a, node=o.node_a,
+        occurred_at=incident.occurred_at, detected_at=incident.detected_at,
+        message="NVRM: Xid (PCI:0000:18:00): 79", incident=incident,
+    )  # fmt: skip
+
+
+ADMIN_ACTION = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "admin": 302}
+A_ONLY_VIEWER = {**A_ONLY, "no_role": 403}
+API_A_ONLY_VIEWER = {**API_A_ONLY, "no_role": 403}
+API_VIEWER = {**API, "no_role": 403}
+API_ADMIN_ACTION = {**dict.fromkeys(ROLES, 403), "anonymous": 401, "admin": 200}
+
+
 # url name -> (method, path built from the org fixture, expected status per role)
 MATRIX = {
     "efficiency:home": ("get", lambda o: "/", PAGE),
@@ -81,6 +113,41 @@ MATRIX = {
     "api:log-push": ("post", lambda o: f"/api/v1/sources/{o.source.pk}/logs/", ADMIN_API),
     "admin:index": ("get", lambda o: "/admin/", ADMIN_ONLY),
     "efficiency:quota-overview": ("get", lambda o: "/quotas/", VIEWER_PAGE),
+    "efficiency:fault-overview": ("get", lambda o: "/faults/", VIEWER_PAGE),
+    "efficiency:incident-detail": ("get", lambda o: f"/faults/incidents/{_incident(o).pk}/", A_ONLY_VIEWER),
+    "efficiency:incident-report": (
+        "get",
+        lambda o: f"/faults/incidents/{_incident(o).pk}/report/",
+        A_ONLY_VIEWER,
+    ),
+    "efficiency:incident-action": (
+        "post",
+        lambda o: f"/faults/incidents/{_incident(o).pk}/resolve/",
+        ADMIN_ACTION,
+    ),
+    "api:incident-list": ("get", lambda o: "/api/v1/incidents/", API_VIEWER),
+    "api:incident-detail": ("get", lambda o: f"/api/v1/incidents/{_incident(o).pk}/", API_A_ONLY_VIEWER),
+    "api:incident-isolate": (
+        "post",
+        lambda o: f"/api/v1/incidents/{_incident(o).pk}/isolate/",
+        API_ADMIN_ACTION,
+    ),
+    "api:incident-restart": (
+        "post",
+        lambda o: f"/api/v1/incidents/{_incident(o).pk}/restart/",
+        API_ADMIN_ACTION,
+    ),
+    "api:incident-resolve": (
+        "post",
+        lambda o: f"/api/v1/incidents/{_incident(o).pk}/resolve/",
+        API_ADMIN_ACTION,
+    ),
+    "api:fault-signal-list": ("get", lambda o: "/api/v1/fault-signals/", API_VIEWER),
+    "api:fault-signal-detail": (
+        "get",
+        lambda o: f"/api/v1/fault-signals/{_signal(o).pk}/",
+        API_A_ONLY_VIEWER,
+    ),
     "efficiency:quota-cycle-list": ("get", lambda o: "/quotas/cycles/", VIEWER_PAGE),
     "efficiency:quota-cycle-detail": ("get", lambda o: f"/quotas/cycles/{_proposal(o).pk}/", VIEWER_PAGE),
     # An empty edit form is a 400 naming the missing numbers; an empty objection likewise.

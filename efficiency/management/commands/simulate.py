@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--days", type=int, default=21, help="History to simulate (first run only).")
         parser.add_argument("--step-minutes", type=int, default=10, help="Sample step of the history.")
         parser.add_argument("--port", type=int, default=settings.PORTAL_SIMULATOR_PORT)
-        parser.add_argument("--tick-seconds", type=int, default=30)
+        parser.add_argument("--tick-seconds", type=int, default=15)
 
     def handle(self, *args, mode: str, days: int, step_minutes: int, port: int, tick_seconds: int, **options):
         try:

@@ -1,0 +1,316 @@
+"""Fault pages: cluster fault timeline and figures, incident pages with evidence and actions, reports."""
+
+import json
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
+from efficiency.charts import faults as charts
+from efficiency.choices import FaultCategory, Role, Severity
+from efficiency.scoping import user_role
+from efficiency.selectors import faults as selectors
+from efficiency.services import faults as services
+from efficiency.views.helpers import csv_response, get_or_404, role_required
+from efficiency.views.usage import range_or_400
+
+VIEWERS = (Role.DEPARTMENT_HEAD, Role.COMMITTEE, Role.PLATFORM_ADMIN)
+OPERATORS = (Role.PLATFORM_ADMIN,)
+
+
+def category_labels() -> dict[str, str]:
+    return {category.value: str(category.label) for category in FaultCategory}
+
+
+def _duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 120:
+        return _("%(n)d s") % {"n": round(seconds)}
+    if seconds < 7200:
+        return _("%(n)d min") % {"n": round(seconds / 60)}
+    return _("%(n).1f h") % {"n": seconds / 3600}
+
+
+@role_required(*VIEWERS)
+def fault_overview_view(request: HttpRequest) -> HttpResponse:
+    """Incidents over a range: the node × time timeline, MTTR and ETTR, by category and domain."""
+    template = "efficiency/faults/overview.html"
+    form, time_range, invalid = range_or_400(request, template)
+    if invalid:
+        return invalid
+    incidents = list(selectors.incident_list(user=request.user, time_range=time_range))
+    if request.GET.get("export") == "csv":
+        return incidents_csv(incidents)
+    summary = selectors.fault_summary(incidents)
+    labels = category_labels()
+    signals = list(selectors.fault_signal_list(user=request.user, time_range=time_range)[:20_000])
+    rows = sorted({s.node.hostname for s in signals if s.node})
+    context = {
+        "range_form": form,
+        "time_range": time_range,
+        "incidents": incidents[:200],
+        "summary": summary,
+        "durations": {
+            "mttr": _duration_text(summary.mttr_median_s),
+            "detect": _duration_text(summary.detect_median_s),
+            "locate": _duration_text(summary.locate_median_s),
+        },
+        "timeline_figure": charts.fault_timeline_figure(
+            [
+                charts.TimelinePoint(
+                    row=s.node.hostname,
+                    time=timezone.localtime(s.occurred_at),
+                    category=s.category,
+                    severity=s.severity,
+                    text=s.message[:160],
+                    incident_id=s.incident_id,
+                )
+                for s in signals
+                if s.node
+            ],
+            row_order=rows,
+            category_labels=labels,
+            severity_labels={severity.value: str(severity.label) for severity in Severity},
+            title=_("Fault timeline: evidence per node"),
+            axis_label=_("Time"),
+        ),
+    }
+    if summary.by_category:
+        by_category = summary.by_category.most_common()
+        context["category_figure"] = charts.count_bar_figure(
+            [labels.get(key, key) for key, _count in by_category],
+            [count for _key, count in by_category],
+            title=_("Incidents by root cause"),
+            axis_label=_("Incidents"),
+        )
+        by_domain = summary.by_fault_domain.most_common()
+        context["domain_figure"] = charts.count_bar_figure(
+            [key for key, _count in by_domain],
+            [count for _key, count in by_domain],
+            title=_("Incidents by fault domain"),
+            axis_label=_("Incidents"),
+        )
+        trend = selectors.fault_daily_trend(incidents)
+        context["trend_figure"] = charts.mttr_trend_figure(
+            [point.day for point in trend],
+            [_minutes(point.mttr_median_s) for point in trend],
+            [_minutes(point.detect_median_s) for point in trend],
+            [_minutes(point.locate_median_s) for point in trend],
+            title=_("Median time to recover, detect and locate, per day"),
+            mttr_label=_("MTTR"),
+            detect_label=_("Time to detect"),
+            locate_label=_("Time to locate"),
+            axis_label=_("Minutes"),
+        )
+        ettrs = selectors.ettr_list(incidents, now=timezone.now())
+        if ettrs:
+            context["ettr_figure"] = charts.ettr_figure(
+                [f"{job.external_id} {job.name}"[:60] for job, _ratio in ettrs],
+                [round(ratio * 100, 1) for _job, ratio in ettrs],
+                title=_("Effective training time ratio of the jobs hit (lowest first)"),
+                axis_label=_("ETTR (%)"),
+            )
+    return render(request, template, context)
+
+
+def _minutes(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds / 60, 1)
+
+
+def incidents_csv(incidents) -> HttpResponse:
+    return csv_response(
+        "incidents.csv",
+        [
+            _("Incident"),
+            _("Root cause"),
+            _("Code"),
+            _("Severity"),
+            _("Job"),
+            _("Department"),
+            _("Node"),
+            _("Rank"),
+            _("Occurred"),
+            _("Detected"),
+            _("Located"),
+            _("Restart requested"),
+            _("Recovered"),
+            _("MTTR (s)"),
+            _("GPU-hours lost"),
+        ],
+        [
+            [
+                i.pk,
+                i.get_category_display(),
+                i.code,
+                i.get_severity_display(),
+                i.job.external_id if i.job else "",
+                i.department.name if i.department else "",
+                i.node.hostname if i.node else "",
+                i.rank,
+                i.occurred_at.isoformat(),
+                i.detected_at.isoformat(),
+                i.located_at.isoformat() if i.located_at else "",
+                i.restart_requested_at.isoformat() if i.restart_requested_at else "",
+                i.recovered_at.isoformat() if i.recovered_at else "",
+                i.mttr_s,
+                None if i.gpu_hours_lost is None else round(i.gpu_hours_lost, 2),
+            ]
+            for i in incidents
+        ],
+    )
+
+
+def incident_phases(incident) -> list[tuple[str, object, object]]:
+    return [
+        (_("Detect"), incident.occurred_at, incident.detected_at),
+        (_("Locate"), incident.detected_at, incident.located_at),
+        (_("Restart"), incident.located_at or incident.detected_at, incident.restart_requested_at),
+        (_("Recover"), incident.restart_requested_at or incident.located_at, incident.recovered_at),
+    ]
+
+
+def incident_context(request: HttpRequest, incident) -> dict:
+    phases = [
+        (name, timezone.localtime(start), timezone.localtime(end) if end else None)
+        for name, start, end in incident_phases(incident)
+        if start is not None
+    ]
+    ettr = selectors.job_ettr(incident.job, [incident], now=timezone.now()) if incident.job else None
+    signature = SIGNATURES_BY_ID.get(incident.title)
+    return {
+        "recommended_action": _(signature.action) if signature else "",
+        "incident": incident,
+        "signals": list(incident.signals.all()),
+        "actions": list(incident.actions.all()),
+        "can_operate": user_role(request.user) in OPERATORS,
+        "phases_figure": charts.incident_phases_figure(
+            phases, title=_("Phases"), now=None if incident.recovered_at else timezone.localtime()
+        ),
+        "durations": {
+            "detect": _duration_text(incident.time_to_detect_s),
+            "locate": _duration_text(incident.time_to_locate_s),
+            "mttr": _duration_text(incident.mttr_s),
+        },
+        "ettr": ettr,
+    }
+
+
+def job_faults_context(request: HttpRequest, job) -> dict:
+    """A job's incidents, their phases on one timeline, and the job's ETTR."""
+    incidents = list(selectors.incident_list(user=request.user).filter(job=job).order_by("occurred_at"))
+    if not incidents:
+        return {"job_incidents": []}
+    phases = []
+    for number, incident in enumerate(incidents, start=1):
+        for name, start, end in incident_phases(incident):
+            if start is not None:
+                label = f"#{number} {name}"
+                phases.append((label, timezone.localtime(start), timezone.localtime(end) if end else None))
+    return {
+        "job_incidents": incidents,
+        "job_ettr": selectors.job_ettr(job, incidents, now=timezone.now()),
+        "job_phases_figure": charts.incident_phases_figure(
+            phases,
+            title=_("Incidents of this job, phase by phase"),
+            now=job.ended_at and timezone.localtime(job.ended_at),
+        ),
+    }
+
+
+@role_required(*VIEWERS)
+def incident_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    incident = get_or_404(selectors.incident_get, user=request.user, pk=pk)
+    return render(request, "efficiency/faults/incident_detail.html", incident_context(request, incident))
+
+
+@role_required(*VIEWERS)
+def incident_report_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """The fault report: printable HTML, or Markdown / JSON to attach to a ticket."""
+    incident = get_or_404(selectors.incident_get, user=request.user, pk=pk)
+    context = incident_context(request, incident)
+    fmt = request.GET.get("format")
+    if fmt == "json":
+        response = HttpResponse(json.dumps(report_data(incident), indent=2), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="incident-{incident.pk}.json"'
+        return response
+    if fmt == "md":
+        text = render(request, "efficiency/faults/report.md", context, content_type="text/markdown").content
+        response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="incident-{incident.pk}.md"'
+        return response
+    return render(request, "efficiency/faults/report.html", context)
+
+
+def report_data(incident) -> dict:
+    def when(moment):
+        return moment.isoformat() if moment else None
+
+    return {
+        "incident": incident.pk,
+        "root_cause": incident.category,
+        "code": incident.code,
+        "severity": incident.severity,
+        "signature": incident.title,
+        "job": incident.job.external_id if incident.job else None,
+        "department": incident.department.code if incident.department else None,
+        "node": incident.node.hostname if incident.node else None,
+        "fault_domain": incident.node.fault_domain if incident.node else None,
+        "rank": incident.rank,
+        "phases": {
+            "occurred": when(incident.occurred_at),
+            "detected": when(incident.detected_at),
+            "located": when(incident.located_at),
+            "restart_requested": when(incident.restart_requested_at),
+            "recovered": when(incident.recovered_at),
+        },
+        "mttr_s": incident.mttr_s,
+        "gpu_hours_lost": incident.gpu_hours_lost,
+        "how_located": incident.reasoning,
+        "evidence": [
+            {
+                "occurred": when(s.occurred_at),
+                "signature": s.signature_id,
+                "category": s.category,
+                "node": s.node.hostname if s.node else None,
+                "rank": s.rank,
+                "where": s.location,
+                "line": s.message,
+            }
+            for s in incident.signals.all()
+        ],
+        "actions": [
+            {
+                "kind": a.kind,
+                "actuator": a.actuator,
+                "dry_run": a.dry_run,
+                "ok": a.ok,
+                "summary": a.summary,
+                "at": when(a.requested_at),
+            }
+            for a in incident.actions.all()
+        ],
+    }
+
+
+@require_POST
+@role_required(*OPERATORS)
+def incident_action_view(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    """A platform admin isolates the node, requests a restart, or closes the incident by hand."""
+    incident = get_or_404(selectors.incident_get, user=request.user, pk=pk)
+    if action == "isolate" and incident.node is not None:
+        services.node_isolate(incident=incident, actor=request.user)
+        messages.success(request, _("Node isolated."))
+    elif action == "restart" and incident.job is not None:
+        services.job_restart_request(incident=incident, actor=request.user)
+        messages.success(request, _("Restart requested."))
+    elif action == "resolve":
+        services.incident_resolve(incident=incident, actor=request.user)
+        messages.success(request, _("Incident closed."))
+    else:
+        messages.error(request, _("That action does not apply to this incident."))
+    return redirect("efficiency:incident-detail", pk=incident.pk)
