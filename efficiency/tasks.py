@@ -130,8 +130,11 @@ def fault_scan_task() -> dict:
 
 @shared_task
 def fault_detect_task() -> dict:
-    """Run the progress detectors (slowdown, straggler node, hang) over recent jobs."""
-    return {cluster.slug: faults.fault_detect_jobs(cluster=cluster) for cluster in Cluster.objects.all()}
+    """Run the progress detectors (slowdown, straggler node, hang) and the metric Xid detector."""
+    return {
+        cluster.slug: faults.fault_detect_jobs(cluster=cluster) + faults.fault_detect_metrics(cluster=cluster)
+        for cluster in Cluster.objects.all()
+    }
 
 
 @shared_task

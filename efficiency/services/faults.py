@@ -28,6 +28,7 @@ from efficiency.actuators import ActionRequest, actuator_from_config
 from efficiency.analysis.faults.detectors import detect_hang, detect_slowdown
 from efficiency.analysis.faults.progress import parse_progress
 from efficiency.analysis.faults.scanner import scan_bytes
+from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
 from efficiency.analysis.stats import percentile
 from efficiency.choices import (
     ActionKind,
@@ -243,6 +244,59 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
     return stored
 
 
+def fault_detect_metrics(
+    *, cluster: Cluster, now: datetime | None = None, lookback=timedelta(hours=1)
+) -> int:
+    """Xid codes from the GPU metrics, beside the kernel log lines: a signal where a GPU's
+    ``DCGM_FI_DEV_XID_ERRORS`` turns to a new non-zero code.
+
+    That field holds only the *last* Xid, so the same code twice in a row is one signal; the
+    kernel log line (scanned separately) is the record of every occurrence.
+    """
+    now = now or timezone.now()
+    rows = (
+        GpuSample.objects.filter(node__cluster=cluster, ts__gte=now - lookback, ts__lt=now)
+        .order_by("node_id", "gpu_index", "ts")
+        .values_list("node_id", "gpu_index", "ts", "xid_last")
+    )
+    nodes = {n.pk: n for n in Node.objects.filter(cluster=cluster)}
+    signals = []
+    previous: dict[tuple[int, int], int | None] = {}
+    for node_id, gpu, ts, xid in rows.iterator(chunk_size=10_000):
+        before = previous.get((node_id, gpu))
+        previous[(node_id, gpu)] = xid
+        if not xid or xid == before:
+            continue
+        signature = SIGNATURES_BY_ID.get(f"xid-{xid}") or SIGNATURES_BY_ID["xid-other"]
+        node = nodes.get(node_id)
+        job = _job_on_node(node, ts) if node else None
+        signals.append(
+            FaultSignal(
+                cluster=cluster,
+                evidence_key=f"metric:xid:{node_id}:{gpu}:{ts.isoformat()}",
+                source=SignalSource.METRIC,
+                signature_id=signature.id,
+                category=signature.category,
+                severity=signature.severity,
+                code=str(xid),
+                job=job,
+                department_id=job.department_id if job else None,
+                node=node,
+                gpu_index=gpu,
+                occurred_at=ts,
+                detected_at=now,
+                message=f"DCGM_FI_DEV_XID_ERRORS = {xid} on GPU {gpu}",
+                location=f"{node.hostname if node else node_id}/gpu{gpu}",
+            )
+        )
+    before_count = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count()
+    FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
+    stored = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count() - before_count
+    if stored:
+        incidents_group(cluster=cluster, now=now)
+    return stored
+
+
 def _progress(job: Job, *, since: datetime) -> list:
     """The job's iteration lines (from any rank), one per iteration, in order."""
     by_iteration = {}
@@ -394,6 +448,14 @@ def _locate(incident: Incident, *, now: datetime) -> bool:
     incident.category, incident.severity, incident.code = root.category, root.severity, root.code
     incident.title = root.signature_id
     incident.node, incident.rank = node, rank
+    incident.gpu_index = next(
+        (
+            s.gpu_index
+            for s in signals
+            if s.gpu_index is not None and s.node == node and s.category == root.category
+        ),
+        incident.gpu_index,
+    )
     incident.occurred_at = min(incident.occurred_at, signals[0].occurred_at)
     incident.detected_at = min(incident.detected_at, min(s.detected_at for s in signals))
     if incident.located_at is None or changed:

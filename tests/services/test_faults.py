@@ -131,3 +131,33 @@ def test_scanning_again_stores_nothing_new(cluster, sim, tmp_path):
     assert summary.signals == 0
     assert FaultSignal.objects.count() == before
     assert Incident.objects.filter(job__external_id=fault.job_external_id).count() == 1
+
+
+def test_xid_codes_from_the_metrics_become_signals_when_the_last_xid_changes(db):
+    from efficiency.models import GpuSample
+    from tests.factories import JobFactory, NodeFactory
+
+    faults.fault_policies_ensure()
+    node = NodeFactory(hostname="gpu-x01")
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    job = JobFactory(
+        cluster=node.cluster,
+        department=node.owner_department,
+        submitted_at=at - timedelta(hours=2),
+        started_at=at - timedelta(hours=1),
+    )
+    job.nodes.add(node)
+    # DCGM_FI_DEV_XID_ERRORS holds the last Xid: 0, 0, 79, 79 (the same event), 48 (a new one).
+    for minute, xid in enumerate([0, 0, 79, 79, 48]):
+        GpuSample.objects.create(node=node, gpu_index=3, ts=at + timedelta(minutes=minute), interval_s=60,
+                                 xid_last=xid)  # fmt: skip
+    now = at + timedelta(minutes=10)
+    assert faults.fault_detect_metrics(cluster=node.cluster, now=now) == 2
+    signals = list(FaultSignal.objects.order_by("occurred_at"))
+    assert [(s.signature_id, s.category, s.gpu_index) for s in signals] == [
+        ("xid-79", "hardware_gpu", 3),
+        ("xid-48", "hardware_memory_ecc", 3),
+    ]
+    incident = Incident.objects.get()
+    assert (incident.job, incident.node, incident.gpu_index, incident.code) == (job, node, 3, "79")
+    assert faults.fault_detect_metrics(cluster=node.cluster, now=now + timedelta(seconds=1)) == 0
