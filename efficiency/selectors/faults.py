@@ -84,10 +84,17 @@ class DayTrend:
     mttr_median_s: float | None
     detect_median_s: float | None
     locate_median_s: float | None
+    ettr_median: float | None = None
 
 
-def fault_daily_trend(incidents: list[Incident]) -> list[DayTrend]:
-    """Per day (display time zone) of occurrence: median MTTR, time to detect and to locate."""
+def fault_daily_trend(incidents: list[Incident], *, now: datetime | None = None) -> list[DayTrend]:
+    """Per day (display time zone) of occurrence: median MTTR, time to detect and to locate, and
+    the median ETTR of the jobs hit that day."""
+    now = now or timezone.now()
+    by_job: dict[int, list[Incident]] = defaultdict(list)
+    for incident in incidents:
+        if incident.job_id:
+            by_job[incident.job_id].append(incident)
     by_day: dict[date, list[Incident]] = defaultdict(list)
     for incident in incidents:
         by_day[timezone.localtime(incident.occurred_at).date()].append(incident)
@@ -101,6 +108,14 @@ def fault_daily_trend(incidents: list[Incident]) -> list[DayTrend]:
                 detect_median_s=percentile([i.time_to_detect_s for i in day_incidents], 50),
                 locate_median_s=percentile(
                     [i.time_to_locate_s for i in day_incidents if i.time_to_locate_s is not None], 50
+                ),
+                ettr_median=percentile(
+                    [
+                        ratio
+                        for job_id in {i.job_id for i in day_incidents if i.job_id}
+                        if (ratio := job_ettr(by_job[job_id][0].job, by_job[job_id], now=now)) is not None
+                    ],
+                    50,
                 ),
             )
         )

@@ -25,7 +25,7 @@ from django.db.models import Avg, Q
 from django.utils import timezone
 
 from efficiency.actuators import ActionRequest, actuator_from_config
-from efficiency.analysis.faults.detectors import detect_hang, detect_slowdown
+from efficiency.analysis.faults.detectors import SPIKE, detect_hang, detect_loss_anomalies, detect_slowdown
 from efficiency.analysis.faults.progress import parse_progress
 from efficiency.analysis.faults.scanner import scan_bytes
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
@@ -195,7 +195,9 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
     *Slowdown*: iteration time sustained 30% above the job's own baseline (a straggler in
     synchronous training slows every rank; the node is located by its GPUs' activity, which
     stands apart from its peers'). *Hang*: a running job whose logs show no progress for ten
-    median iterations while other jobs' logs move on. Returns how many new signals were stored.
+    median iterations while other jobs' logs move on. *Loss spike*: a loss above its rolling
+    median + 6 robust standard deviations (NaN/Inf lines are the scanner's, with the line).
+    Returns how many new signals were stored.
     """
     now = now or timezone.now()
     jobs = (
@@ -221,6 +223,19 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
                 f"iteration time {slow.median_s:.2f} s from iteration {slow.start_step}, "
                 f"{slow.ratio:.2f}x the job's baseline of {slow.baseline_s:.2f} s",
                 key=f"slowdown:{slow.start_step}",
+            ))  # fmt: skip
+        losses = [(p.iteration, p.loss) for p in series if p.loss is not None]
+        for anomaly in detect_loss_anomalies(losses):
+            if anomaly.kind != SPIKE:
+                continue  # NaN / Inf lines are the scanner's (loss-nan-inf), with the line itself
+            at = next(p.timestamp for p in series if p.iteration == anomaly.first_step)
+            message = (
+                f"loss {anomaly.peak_loss:.4g} at iteration {anomaly.first_step}, above the robust limit "
+                f"{anomaly.threshold:.4g} (rolling median {anomaly.median:.4g})"
+            )
+            signals.append(_detector_signal(
+                job, "loss-spike", FaultCategory.LOSS_NAN_INF, Severity.WARNING, at, now, None, message,
+                key=f"loss-spike:{anomaly.first_step}",
             ))  # fmt: skip
         if job.ended_at is None:
             # Jobs log every few iterations: silence is judged against the gap between lines.

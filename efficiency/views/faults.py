@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
 from efficiency.charts import faults as charts
+from efficiency.charts import usage as usage_charts
 from efficiency.choices import FaultCategory, Role, Severity
 from efficiency.scoping import user_role
 from efficiency.selectors import faults as selectors
@@ -48,7 +49,12 @@ def fault_overview_view(request: HttpRequest) -> HttpResponse:
         return incidents_csv(incidents)
     summary = selectors.fault_summary(incidents)
     labels = category_labels()
-    signals = list(selectors.fault_signal_list(user=request.user, time_range=time_range)[:20_000])
+    # Configuration findings (NCCL on sockets) are evidence for the config audit, not faults.
+    signals = list(
+        selectors.fault_signal_list(user=request.user, time_range=time_range).exclude(
+            category__in=services.NOT_INCIDENTS
+        )[:20_000]
+    )
     rows = sorted({s.node.hostname for s in signals if s.node})
     context = {
         "range_form": form,
@@ -106,6 +112,12 @@ def fault_overview_view(request: HttpRequest) -> HttpResponse:
             detect_label=_("Time to detect"),
             locate_label=_("Time to locate"),
             axis_label=_("Minutes"),
+        )
+        context["ettr_trend_figure"] = len(trend) > 1 and usage_charts.utilization_trend_figure(
+            [point.day for point in trend],
+            {_("ETTR"): [None if p.ettr_median is None else round(p.ettr_median * 100, 1) for p in trend]},
+            title=_("Median effective training time ratio of the jobs hit, per day"),
+            axis_label=_("ETTR (%)"),
         )
         ettrs = selectors.ettr_list(incidents, now=timezone.now())
         if ettrs:

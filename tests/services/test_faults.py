@@ -161,3 +161,41 @@ def test_xid_codes_from_the_metrics_become_signals_when_the_last_xid_changes(db)
     incident = Incident.objects.get()
     assert (incident.job, incident.node, incident.gpu_index, incident.code) == (job, node, 3, "79")
     assert faults.fault_detect_metrics(cluster=node.cluster, now=now + timedelta(seconds=1)) == 0
+
+
+def megatron_line(at, iteration, seconds, loss):
+    return (
+        f"[{at:%Y-%m-%d %H:%M:%S}] iteration {iteration:8d}/  100000 | consumed samples: {iteration * 512} | "
+        f"elapsed time per iteration (ms): {seconds * 1000:.1f} | learning rate: 3.000E-04 | "
+        f"global batch size:   512 | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.234 |"
+    )
+
+
+def test_progress_detectors_find_a_slowdown_and_a_loss_spike_in_iteration_lines(db):
+    from efficiency.models import LogChunk
+    from tests.factories import JobFactory, NodeFactory
+
+    node = NodeFactory(hostname="gpu-y01")
+    source = DataSource.objects.create(cluster=node.cluster, kind=SourceKind.LOG_PUSH, name="push")
+    begin = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    job = JobFactory(cluster=node.cluster, department=node.owner_department, submitted_at=begin,
+                     started_at=begin, ended_at=None)  # fmt: skip
+    lines, at = [], begin
+    for iteration in range(1, 41):
+        seconds = 2.0 if iteration <= 25 else 3.0  # 50% slower from iteration 26
+        loss = 3.0 - iteration * 0.01 if iteration != 33 else 9.0  # one spike at 33
+        at += timedelta(seconds=seconds)
+        lines.append(megatron_line(at, iteration, seconds, loss))
+    text = "\n".join(lines) + "\n"
+    LogChunk.objects.create(source=source, stream="job/rank-7.log", file_id="f", start_offset=0,
+                            end_offset=len(text), job=job, rank=7, line_count=40, text=text,
+                            received_at=at)  # fmt: skip
+    assert faults.fault_detect_jobs(cluster=node.cluster, now=at + timedelta(seconds=5)) == 2
+    slowdown = FaultSignal.objects.get(signature_id="slowdown")
+    assert "from iteration 26" in slowdown.message
+    assert "1.50x" in slowdown.message
+    spike = FaultSignal.objects.get(signature_id="loss-spike")
+    assert "at iteration 33" in spike.message
+    # Both belong to the job's one incident; the loss is the more fundamental evidence.
+    incident = Incident.objects.get()
+    assert incident.category == FaultCategory.LOSS_NAN_INF
