@@ -138,6 +138,13 @@ def fault_detect_task() -> dict:
 
 
 @shared_task
+def incidents_group_task(cluster_id: int) -> dict:
+    """Group new fault evidence (e.g. Xid counts from a scrape) into incidents."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    return {"opened": faults.incidents_group(cluster=cluster) if cluster else 0}
+
+
+@shared_task
 def incident_policy_task(incident_id: int) -> dict:
     """Apply a located incident's policy: isolate, restart, notify (each action logged)."""
     incident = Incident.objects.select_related("node", "job", "cluster").filter(pk=incident_id).first()

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 DEMO_COMMITTEE_USERNAME = "committee"  # demo_organisation_create makes this login
 LOG_HISTORY_STEP = timedelta(minutes=15)
+DETECT_EVERY = timedelta(hours=6)  # progress detectors over the history (live: every minute)
 LOG_DAYS = 2  # job logs are bulky: the demo keeps the last two days of them
 SACCT_WINDOW = timedelta(days=2)
 
@@ -184,7 +185,7 @@ def _logs_history_collect(
     source = next(s for s in demo_sources_ensure(cluster=cluster) if s.kind == SourceKind.LOG_FILES)
     fault_policies_ensure()
     demo_actuators_ensure()
-    at = since
+    at, last_detect = since, since
     while at < until:
         step_end = min(until, at + LOG_HISTORY_STEP)
         _logs_write(sim, since=at, until=step_end)
@@ -198,8 +199,10 @@ def _logs_history_collect(
         ):
             incident_policy_apply(incident=incident, now=step_end)
         incidents_refresh(cluster=cluster, now=step_end)
+        if step_end - last_detect >= DETECT_EVERY or step_end == until:
+            fault_detect_jobs(cluster=cluster, now=step_end)
+            last_detect = step_end
         at = step_end
-    fault_detect_jobs(cluster=cluster, now=until)
 
 
 def demo_actuators_ensure() -> None:

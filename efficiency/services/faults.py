@@ -25,7 +25,13 @@ from django.db.models import Avg, Q
 from django.utils import timezone
 
 from efficiency.actuators import ActionRequest, actuator_from_config
-from efficiency.analysis.faults.detectors import SPIKE, detect_hang, detect_loss_anomalies, detect_slowdown
+from efficiency.analysis.faults.detectors import (
+    SPIKE,
+    detect_flat_gpus,
+    detect_hang,
+    detect_loss_anomalies,
+    detect_slowdown,
+)
 from efficiency.analysis.faults.progress import parse_progress
 from efficiency.analysis.faults.scanner import scan_bytes
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
@@ -197,6 +203,7 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
     stands apart from its peers'). *Hang*: a running job whose logs show no progress for ten
     median iterations while other jobs' logs move on. *Loss spike*: a loss above its rolling
     median + 6 robust standard deviations (NaN/Inf lines are the scanner's, with the line).
+    *GPUs flat*: every GPU of a running training job below 1% SM activity for ten minutes.
     Returns how many new signals were stored.
     """
     now = now or timezone.now()
@@ -238,6 +245,16 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
                 key=f"loss-spike:{anomaly.first_step}",
             ))  # fmt: skip
         if job.ended_at is None:
+            flat = _flat_gpus(job, now=now)
+            if flat is not None:
+                message = (
+                    f"SM activity of all {len(flat.gpus)} GPUs below 1% for {flat.flat_s:.0f} s "
+                    f"(highest {flat.peak_pct:.2f}%)"
+                )
+                signals.append(_detector_signal(
+                    job, "gpus-flat", FaultCategory.NCCL_TIMEOUT_HANG, Severity.ERROR, flat.since, now, None,
+                    message, key=f"flat:{flat.since.isoformat()}",
+                ))  # fmt: skip
             # Jobs log every few iterations: silence is judged against the gap between lines.
             gaps = [(b.timestamp - a.timestamp).total_seconds() for a, b in pairwise(series)]
             median_s = percentile([gap for gap in gaps if gap > 0], 50) or 0.0
@@ -312,6 +329,55 @@ def fault_detect_metrics(
     return stored
 
 
+XID_COUNT_BUCKET_MS = 600_000  # twice dcgm-exporter's default 5-minute count window
+
+
+def xid_count_signals_record(
+    *, cluster: Cluster, events: list[tuple[int, int, int, int]], now: datetime
+) -> int:
+    """``DCGM_EXP_XID_ERRORS_COUNT{xid="79"} 1`` from a scrape: how often each Xid occurred on a
+    GPU in the exporter's window. Consecutive scrapes inside one window report the same event,
+    so it is stored once per GPU, Xid and ten minutes (at most twice per event)."""
+    nodes = {n.pk: n for n in Node.objects.filter(pk__in={node_id for node_id, *_ in events})}
+    signals = []
+    for node_id, gpu, xid, ts_ms in events:
+        node = nodes[node_id]
+        at = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+        signature = SIGNATURES_BY_ID.get(f"xid-{xid}") or SIGNATURES_BY_ID["xid-other"]
+        job = _job_on_node(node, at)
+        signals.append(
+            FaultSignal(
+                cluster=cluster,
+                evidence_key=f"metric:xidcount:{node_id}:{gpu}:{xid}:{ts_ms // XID_COUNT_BUCKET_MS}",
+                source=SignalSource.METRIC,
+                signature_id=signature.id,
+                category=signature.category,
+                severity=signature.severity,
+                code=str(xid),
+                job=job,
+                department_id=job.department_id if job else None,
+                node=node,
+                gpu_index=gpu,
+                occurred_at=at,
+                detected_at=now,
+                message=f'DCGM_EXP_XID_ERRORS_COUNT{{xid="{xid}"}} > 0 on GPU {gpu}',
+                location=f"{node.hostname}/gpu{gpu}",
+            )
+        )
+    before = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count()
+    FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
+    stored = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count() - before
+    if stored:
+        transaction.on_commit(lambda: _enqueue_grouping(cluster.pk))
+    return stored
+
+
+def _enqueue_grouping(cluster_id: int) -> None:
+    from efficiency.tasks import incidents_group_task
+
+    incidents_group_task.delay(cluster_id)
+
+
 def _progress(job: Job, *, since: datetime) -> list:
     """The job's iteration lines (from any rank), one per iteration, in order."""
     by_iteration = {}
@@ -325,6 +391,24 @@ def _progress(job: Job, *, since: datetime) -> list:
             if found is not None and found.iteration is not None and found.timestamp is not None:
                 by_iteration[found.iteration] = found
     return [by_iteration[i] for i in sorted(by_iteration)]
+
+
+FLAT_WINDOW = timedelta(minutes=10)
+
+
+def _flat_gpus(job: Job, *, now: datetime):
+    """Every GPU of a training job (one that logs iterations) idle in SM activity for ten minutes:
+    in an NCCL hang the waiting kernels keep GPU_UTIL busy while SM_ACTIVE drops."""
+    samples: dict[tuple[int, int], list] = defaultdict(list)
+    rows = GpuSample.objects.filter(
+        node__in=job.nodes.all(), ts__gte=now - 2 * FLAT_WINDOW, ts__lt=now, sm_active_pct__isnull=False
+    ).values_list("node_id", "gpu_index", "ts", "sm_active_pct")
+    for node_id, gpu, ts, sm in rows:
+        samples[(node_id, gpu)].append((ts, sm))
+    if not samples:
+        return None
+    latest = max(ts for series in samples.values() for ts, _ in series)
+    return detect_flat_gpus(samples, now=latest, window_s=FLAT_WINDOW.total_seconds())
 
 
 def _straggler_node(job: Job, since: datetime, now: datetime) -> Node | None:

@@ -91,6 +91,7 @@ def gpu_readings_ingest(
     whole: dict[tuple[int, int, int], tuple] = {}
     mig: dict[tuple[int, int, int], list[tuple]] = defaultdict(list)
     unknown_hosts: dict[str, int] = defaultdict(int)
+    xid_events: list[tuple[int, int, int, int]] = []
     for reading in readings:
         result.received += 1
         node = nodes.get(reading.hostname)
@@ -117,6 +118,12 @@ def gpu_readings_ingest(
             reading.temp_c,
             reading.xid_last,
         )
+        if reading.xid_counts:
+            xid_events += [
+                (node_id, reading.gpu_index, xid, reading.timestamp_ms)
+                for xid, count in reading.xid_counts
+                if count > 0
+            ]
         key = (node_id, reading.gpu_index, reading.timestamp_ms)
         if reading.mig_instance:
             mig[key].append(values)
@@ -130,6 +137,10 @@ def gpu_readings_ingest(
         if key not in whole:
             whole[key] = _mean_values(instances)
     rows = [(*key, values) for key, values in whole.items()]
+    if xid_events:
+        from efficiency.services.faults import xid_count_signals_record
+
+        xid_count_signals_record(cluster=cluster, events=xid_events, now=now)
     stored = gpu_samples_write(rows, interval_s=interval_s)
     result.stored += stored
     result.duplicates += len(rows) - stored

@@ -199,3 +199,64 @@ def test_progress_detectors_find_a_slowdown_and_a_loss_spike_in_iteration_lines(
     # Both belong to the job's one incident; the loss is the more fundamental evidence.
     incident = Incident.objects.get()
     assert incident.category == FaultCategory.LOSS_NAN_INF
+
+
+def test_a_training_job_whose_gpus_all_go_flat_is_a_hang(db):
+    from efficiency.models import GpuSample, LogChunk
+    from tests.factories import JobFactory, NodeFactory
+
+    node = NodeFactory(hostname="gpu-z01", gpu_count=2)
+    source = DataSource.objects.create(cluster=node.cluster, kind=SourceKind.LOG_PUSH, name="push")
+    begin = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    job = JobFactory(cluster=node.cluster, department=node.owner_department, submitted_at=begin,
+                     started_at=begin, ended_at=None, gpu_count=2)  # fmt: skip
+    job.nodes.add(node)
+    text = (
+        "\n".join(megatron_line(begin + timedelta(seconds=2 * i), i, 2.0, 3.0) for i in range(1, 21)) + "\n"
+    )
+    LogChunk.objects.create(source=source, stream="job/rank-1.log", file_id="f", start_offset=0,
+                            end_offset=len(text), job=job, rank=1, line_count=20, text=text,
+                            received_at=begin + timedelta(minutes=1))  # fmt: skip
+    # Busy until 08:05, then SM activity near zero on both GPUs for 15 minutes.
+    for minute in range(21):
+        for gpu in range(2):
+            sm = 45.0 if minute < 5 else 0.3
+            GpuSample.objects.create(node=node, gpu_index=gpu, ts=begin + timedelta(minutes=minute),
+                                     interval_s=60, sm_active_pct=sm)  # fmt: skip
+    now = begin + timedelta(minutes=20, seconds=30)
+    faults.fault_detect_jobs(cluster=node.cluster, now=now)
+    flat = FaultSignal.objects.get(signature_id="gpus-flat")
+    assert flat.occurred_at == begin + timedelta(minutes=5)
+    assert "all 2 GPUs below 1%" in flat.message
+    assert Incident.objects.get().category == FaultCategory.NCCL_TIMEOUT_HANG
+
+
+def test_xid_counts_in_a_scrape_become_one_signal_per_event(db):
+    from efficiency.collectors.records import GpuReading
+    from efficiency.services.ingest import gpu_readings_ingest
+    from tests.factories import NodeFactory
+
+    node = NodeFactory(hostname="gpu-w01")
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+    def scrape(seconds, counts):
+        ms = int((at + timedelta(seconds=seconds)).timestamp() * 1000)
+        reading = GpuReading(hostname="gpu-w01", gpu_index=2, timestamp_ms=ms, xid_counts=counts)
+        gpu_readings_ingest(
+            cluster=node.cluster, readings=[reading], interval_s=30, now=at + timedelta(seconds=seconds)
+        )
+
+    scrape(0, ())
+    scrape(30, ((79, 1.0),))  # the exporter's 5-minute window counts the Xid ...
+    scrape(60, ((79, 1.0),))  # ... in every scrape until it slides past: the same event
+    scrape(90, ((48, 0.0),))
+    [signal] = FaultSignal.objects.all()
+    assert (signal.source, signal.signature_id, signal.code, signal.gpu_index) == (
+        "metric",
+        "xid-79",
+        "79",
+        2,
+    )
+    assert signal.occurred_at == at + timedelta(seconds=30)
+    faults.incidents_group(cluster=node.cluster, now=at + timedelta(minutes=2))
+    assert Incident.objects.get().node == node
