@@ -114,12 +114,7 @@ def fault_scan_source(*, source: DataSource, now: datetime | None = None) -> Sca
             if not chunks:
                 break
             signals = _signals_from_chunks(source, chunks, now=now, line_zone=line_zone)
-            # ignore_conflicts returns every object passed: count what the table gained instead.
-            before = FaultSignal.objects.filter(cluster=source.cluster, detected_at=now).count()
-            FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
-            signals_stored += (
-                FaultSignal.objects.filter(cluster=source.cluster, detected_at=now).count() - before
-            )
+            signals_stored += _signals_store(source.cluster, signals, now=now)
             chunks_seen += len(chunks)
             cursor.last_chunk_id = chunks[-1].pk
             cursor.scanned_at = now
@@ -268,9 +263,7 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
                     job, "no-progress", FaultCategory.NCCL_TIMEOUT_HANG, Severity.ERROR, hang.since, now,
                     None, message, key=f"hang:{hang.since.isoformat()}",
                 ))  # fmt: skip
-    before = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count()
-    FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
-    stored = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count() - before
+    stored = _signals_store(cluster, signals, now=now)
     if stored:
         incidents_group(cluster=cluster, now=now)
     return stored
@@ -299,31 +292,10 @@ def fault_detect_metrics(
         previous[(node_id, gpu)] = xid
         if not xid or xid == before:
             continue
-        signature = SIGNATURES_BY_ID.get(f"xid-{xid}") or SIGNATURES_BY_ID["xid-other"]
-        node = nodes.get(node_id)
-        job = _job_on_node(node, ts) if node else None
-        signals.append(
-            FaultSignal(
-                cluster=cluster,
-                evidence_key=f"metric:xid:{node_id}:{gpu}:{ts.isoformat()}",
-                source=SignalSource.METRIC,
-                signature_id=signature.id,
-                category=signature.category,
-                severity=signature.severity,
-                code=str(xid),
-                job=job,
-                department_id=job.department_id if job else None,
-                node=node,
-                gpu_index=gpu,
-                occurred_at=ts,
-                detected_at=now,
-                message=f"DCGM_FI_DEV_XID_ERRORS = {xid} on GPU {gpu}",
-                location=f"{node.hostname if node else node_id}/gpu{gpu}",
-            )
-        )
-    before_count = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count()
-    FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
-    stored = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count() - before_count
+        message = f"DCGM_FI_DEV_XID_ERRORS = {xid} on GPU {gpu}"
+        key = f"metric:xid:{node_id}:{gpu}:{ts.isoformat()}"
+        signals.append(_metric_xid_signal(cluster, nodes[node_id], gpu, xid, ts, now, key, message))
+    stored = _signals_store(cluster, signals, now=now)
     if stored:
         incidents_group(cluster=cluster, now=now)
     return stored
@@ -341,32 +313,11 @@ def xid_count_signals_record(
     nodes = {n.pk: n for n in Node.objects.filter(pk__in={node_id for node_id, *_ in events})}
     signals = []
     for node_id, gpu, xid, ts_ms in events:
-        node = nodes[node_id]
         at = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-        signature = SIGNATURES_BY_ID.get(f"xid-{xid}") or SIGNATURES_BY_ID["xid-other"]
-        job = _job_on_node(node, at)
-        signals.append(
-            FaultSignal(
-                cluster=cluster,
-                evidence_key=f"metric:xidcount:{node_id}:{gpu}:{xid}:{ts_ms // XID_COUNT_BUCKET_MS}",
-                source=SignalSource.METRIC,
-                signature_id=signature.id,
-                category=signature.category,
-                severity=signature.severity,
-                code=str(xid),
-                job=job,
-                department_id=job.department_id if job else None,
-                node=node,
-                gpu_index=gpu,
-                occurred_at=at,
-                detected_at=now,
-                message=f'DCGM_EXP_XID_ERRORS_COUNT{{xid="{xid}"}} > 0 on GPU {gpu}',
-                location=f"{node.hostname}/gpu{gpu}",
-            )
-        )
-    before = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count()
-    FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
-    stored = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count() - before
+        message = f'DCGM_EXP_XID_ERRORS_COUNT{{xid="{xid}"}} > 0 on GPU {gpu}'
+        key = f"metric:xidcount:{node_id}:{gpu}:{xid}:{ts_ms // XID_COUNT_BUCKET_MS}"
+        signals.append(_metric_xid_signal(cluster, nodes[node_id], gpu, xid, at, now, key, message))
+    stored = _signals_store(cluster, signals, now=now)
     if stored:
         transaction.on_commit(lambda: _enqueue_grouping(cluster.pk))
     return stored
@@ -376,6 +327,37 @@ def _enqueue_grouping(cluster_id: int) -> None:
     from efficiency.tasks import incidents_group_task
 
     incidents_group_task.delay(cluster_id)
+
+
+def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, now, key: str, message: str):
+    """A signal for an Xid the metrics report on a GPU, classified by the signature catalog."""
+    signature = SIGNATURES_BY_ID.get(f"xid-{xid}") or SIGNATURES_BY_ID["xid-other"]
+    job = _job_on_node(node, at)
+    return FaultSignal(
+        cluster=cluster,
+        evidence_key=key,
+        source=SignalSource.METRIC,
+        signature_id=signature.id,
+        category=signature.category,
+        severity=signature.severity,
+        code=str(xid),
+        job=job,
+        department_id=job.department_id if job else None,
+        node=node,
+        gpu_index=gpu,
+        occurred_at=at,
+        detected_at=now,
+        message=message,
+        location=f"{node.hostname}/gpu{gpu}",
+    )
+
+
+def _signals_store(cluster: Cluster, signals: list[FaultSignal], *, now: datetime) -> int:
+    """Store signals, each evidence once; returns how many were new. (``ignore_conflicts``
+    returns every object passed, so count what the table gained at this ``now``.)"""
+    before = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count()
+    FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
+    return FaultSignal.objects.filter(cluster=cluster, detected_at=now).count() - before
 
 
 def _progress(job: Job, *, since: datetime) -> list:

@@ -60,6 +60,7 @@ def fault_overview_view(request: HttpRequest) -> HttpResponse:
         "range_form": form,
         "time_range": time_range,
         "incidents": incidents[:200],
+        "has_evidence": any(s.node for s in signals),
         "summary": summary,
         "durations": {
             "mttr": _duration_text(summary.mttr_median_s),
