@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: run test test-fast lint format messages check-deploy clean
+.PHONY: run test test-fast lint format messages check-deploy clean slurm-up slurm-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ run: $(VENV)/.runtime
 
 ## test: the whole suite (SQLite by default; PostgreSQL when DATABASE_URL points there)
 test: $(VENV)/.dev
-	$(PY) -m pytest -n auto --create-db $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist loadfile --create-db $(PYTEST_ARGS)
 
 ## test-fast: everything but the browser and worker-process tests, reusing the test database
 test-fast: $(VENV)/.dev
@@ -48,3 +48,11 @@ check-deploy: $(VENV)/.runtime
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache
+
+## slurm-up / slurm-down: a one-machine Slurm with accounting (needs slurm-wlm, slurmdbd, munge, MariaDB)
+slurm-up:
+	scripts/slurm-local.sh start
+	@scripts/slurm-local.sh env
+
+slurm-down:
+	scripts/slurm-local.sh stop

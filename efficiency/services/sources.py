@@ -6,6 +6,7 @@ the Data sources page shows.
 """
 
 import logging
+import os
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -217,7 +218,12 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
 
 
 def _read_text(
-    source: DataSource, *, since: datetime, until: datetime, command: Callable[..., list[str]] | None
+    source: DataSource,
+    *,
+    since: datetime,
+    until: datetime,
+    command: Callable[..., list[str]] | None,
+    env: dict[str, str] | None = None,
 ) -> str:
     """The source's text: a file (``path``), or a command's output (``command``)."""
     path = source.config.get("path")
@@ -232,7 +238,9 @@ def _read_text(
     if not argv or not isinstance(argv, list):
         raise SourceConfigError("configuration needs 'path' or 'command' (a list of arguments)")
     try:
-        completed = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603
+        completed = subprocess.run(  # noqa: S603
+            argv, capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **(env or {})}
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise SourceUnavailable(f"{argv[0]}: {error}") from error
     if completed.returncode != 0:
@@ -247,8 +255,14 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
     overlap = timedelta(hours=int(source.config.get("overlap_hours", 24)))
     since = (source.watermark or now - INITIAL_BACKFILL) - overlap
     tz = ZoneInfo(source.config.get("timezone", "UTC"))
+    # sacct reads -S/-E and prints times in its process's local time zone. Django sets TZ to the
+    # display zone for its own process, so say which zone the Slurm side uses.
     text = _read_text(
-        source, since=since, until=now, command=lambda a, b: slurm.sacct_command(a, b, timezone=tz)
+        source,
+        since=since,
+        until=now,
+        command=lambda a, b: slurm.sacct_command(a, b, timezone=tz),
+        env={"TZ": tz.key},
     )
     parsed = slurm.parse_sacct(text, timezone=tz)
     result = jobs_ingest(cluster=source.cluster, source=JobSource.SLURM, records=parsed.records, now=now)
