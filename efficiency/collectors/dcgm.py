@@ -41,6 +41,8 @@ _GAUGES: dict[str, tuple[str, float, bool]] = {
     "DCGM_FI_DEV_FB_USED": ("fb_used_mib", 1.0, False),
     "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0, False),
     "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0, False),
+    # A counter, read as a level: the fault detector looks for increases between samples.
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_dbe_total", 1.0, False),
 }
 XID_LAST_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -97,6 +99,7 @@ class _Draft:
             fb_used_mib=self.values.get("fb_used_mib"),
             power_w=self.values.get("power_w"),
             temp_c=self.values.get("temp_c"),
+            ecc_dbe_total=self.values.get("ecc_dbe_total"),
             xid_last=self.xid_last,
             xid_counts=tuple(sorted(self.xid_counts.items())),
         )

@@ -124,5 +124,6 @@ class GpuReading:
     fb_used_mib: float | None = None  # DCGM_FI_DEV_FB_USED
     power_w: float | None = None  # DCGM_FI_DEV_POWER_USAGE
     temp_c: float | None = None  # DCGM_FI_DEV_GPU_TEMP
+    ecc_dbe_total: float | None = None  # DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: double-bit ECC errors (a counter)
     xid_last: int | None = None  # DCGM_FI_DEV_XID_ERRORS: only the last Xid code seen
     xid_counts: tuple[tuple[int, float], ...] = ()  # DCGM_EXP_XID_ERRORS_COUNT per xid label

@@ -97,6 +97,7 @@ class GpuSample(models.Model):
     fb_used_mib = models.FloatField(null=True)
     power_w = models.FloatField(null=True)
     temp_c = models.FloatField(null=True)
+    ecc_dbe_total = models.FloatField(null=True)
     xid_last = models.PositiveIntegerField(null=True)
 
     class Meta:

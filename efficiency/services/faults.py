@@ -272,22 +272,29 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
 def fault_detect_metrics(
     *, cluster: Cluster, now: datetime | None = None, lookback=timedelta(hours=1)
 ) -> int:
-    """Xid codes from the GPU metrics, beside the kernel log lines: a signal where a GPU's
-    ``DCGM_FI_DEV_XID_ERRORS`` turns to a new non-zero code.
+    """Faults in the GPU metrics, beside the kernel log lines: a signal where a GPU's
+    ``DCGM_FI_DEV_XID_ERRORS`` turns to a new non-zero code, and where its double-bit ECC counter
+    (``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL``) goes up.
 
-    That field holds only the *last* Xid, so the same code twice in a row is one signal; the
+    The Xid field holds only the *last* Xid, so the same code twice in a row is one signal; the
     kernel log line (scanned separately) is the record of every occurrence.
     """
     now = now or timezone.now()
     rows = (
         GpuSample.objects.filter(node__cluster=cluster, ts__gte=now - lookback, ts__lt=now)
         .order_by("node_id", "gpu_index", "ts")
-        .values_list("node_id", "gpu_index", "ts", "xid_last")
+        .values_list("node_id", "gpu_index", "ts", "xid_last", "ecc_dbe_total")
     )
     nodes = {n.pk: n for n in Node.objects.filter(cluster=cluster)}
     signals = []
     previous: dict[tuple[int, int], int | None] = {}
-    for node_id, gpu, ts, xid in rows.iterator(chunk_size=10_000):
+    previous_ecc: dict[tuple[int, int], float] = {}
+    for node_id, gpu, ts, xid, ecc in rows.iterator(chunk_size=10_000):
+        if ecc is not None:
+            ecc_before = previous_ecc.get((node_id, gpu))
+            previous_ecc[(node_id, gpu)] = ecc
+            if ecc_before is not None and ecc > ecc_before:
+                signals.append(_ecc_signal(cluster, nodes[node_id], gpu, ts, now, ecc - ecc_before))
         before = previous.get((node_id, gpu))
         previous[(node_id, gpu)] = xid
         if not xid or xid == before:
@@ -348,6 +355,27 @@ def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, no
         occurred_at=at,
         detected_at=now,
         message=message,
+        location=f"{node.hostname}/gpu{gpu}",
+    )
+
+
+def _ecc_signal(cluster, node: Node, gpu: int, at: datetime, now: datetime, new_errors: float) -> FaultSignal:
+    job = _job_on_node(node, at)
+    return FaultSignal(
+        cluster=cluster,
+        evidence_key=f"metric:ecc-dbe:{node.pk}:{gpu}:{at.isoformat()}",
+        source=SignalSource.METRIC,
+        signature_id="ecc-dbe-counter",
+        category=FaultCategory.HARDWARE_MEMORY_ECC,
+        severity=Severity.CRITICAL,
+        code="DBE",
+        job=job,
+        department_id=job.department_id if job else None,
+        node=node,
+        gpu_index=gpu,
+        occurred_at=at,
+        detected_at=now,
+        message=f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL rose by {new_errors:g} on GPU {gpu}",
         location=f"{node.hostname}/gpu{gpu}",
     )
 

@@ -32,6 +32,7 @@ SAMPLE_COLUMNS = (
     "fb_used_mib",
     "power_w",
     "temp_c",
+    "ecc_dbe_total",
     "xid_last",
 )
 _VALUE_FIELDS = SAMPLE_COLUMNS[4:10]
@@ -116,6 +117,7 @@ def gpu_readings_ingest(
             reading.fb_used_mib,
             reading.power_w,
             reading.temp_c,
+            reading.ecc_dbe_total,
             reading.xid_last,
         )
         if reading.xid_counts:
@@ -156,7 +158,7 @@ def _mean_values(instances: list[tuple]) -> tuple:
     means = []
     for position, column in enumerate(columns):
         present = [value for value in column if value is not None]
-        if position == len(columns) - 1:  # xid_last: a code, not a quantity
+        if position >= len(columns) - 2:  # the ECC counter and the last Xid code: not averaged
             means.append(max(present) if present else None)
         else:
             means.append(sum(present) / len(present) if present else None)

@@ -260,3 +260,41 @@ def test_xid_counts_in_a_scrape_become_one_signal_per_event(db):
     assert signal.occurred_at == at + timedelta(seconds=30)
     faults.incidents_group(cluster=node.cluster, now=at + timedelta(minutes=2))
     assert Incident.objects.get().node == node
+
+
+def test_a_rising_double_bit_ecc_counter_is_a_critical_memory_fault(db):
+    from efficiency.models import GpuSample
+    from tests.factories import NodeFactory
+
+    node = NodeFactory(hostname="gpu-v01")
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    for minute, total in enumerate([None, 0, 0, 2, 2, 3]):
+        GpuSample.objects.create(node=node, gpu_index=1, ts=at + timedelta(minutes=minute), interval_s=60,
+                                 ecc_dbe_total=total)  # fmt: skip
+    assert faults.fault_detect_metrics(cluster=node.cluster, now=at + timedelta(minutes=10)) == 2
+    signals = list(FaultSignal.objects.order_by("occurred_at"))
+    assert [s.occurred_at.minute for s in signals] == [3, 5]
+    assert signals[0].message == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL rose by 2 on GPU 1"
+    assert {(s.category, s.severity) for s in signals} == {("hardware_memory_ecc", "critical")}
+
+
+def test_the_ecc_counter_of_a_dcgm_page_is_stored_with_the_sample(db):
+    from efficiency.collectors.dcgm import gpu_readings_from_exposition
+    from efficiency.models import GpuSample
+    from efficiency.services.ingest import gpu_readings_ingest
+    from tests.factories import NodeFactory
+
+    node = NodeFactory(hostname="gpu-u01")
+    labels = 'gpu="0",UUID="GPU-1",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-u01"'
+    page = (
+        "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+        f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} 41\n"
+        "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\n"
+        f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{labels}}} 3\n"
+    )
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    readings = gpu_readings_from_exposition(page, scrape_time_ms=int(at.timestamp() * 1000))
+    assert not readings.rejected
+    gpu_readings_ingest(cluster=node.cluster, readings=readings.records, interval_s=30, now=at)
+    sample = GpuSample.objects.get()
+    assert (sample.temp_c, sample.ecc_dbe_total) == (41, 3)
