@@ -116,6 +116,7 @@ def run(node_count: int, scrapes: int) -> None:
                 r.fb_used_mib,
                 r.power_w,
                 r.temp_c,
+                r.ecc_dbe_total,
                 r.xid_last,
             )
             cells = "\t".join("\\N" if v is None else repr(v) for v in values)
