@@ -21,7 +21,7 @@ department head asks in the review meeting: "why did my quota change?".
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from efficiency.analysis.stats import percentile_sorted
 
@@ -171,7 +171,6 @@ class _Draft:
     upper: int | None = None
     floor: int = 0
     factor: float | None = None
-    share: float = field(default=0.0)
 
 
 def demand_stats(series: Sequence[float], pct: float) -> DemandStats:

@@ -123,10 +123,14 @@ def fault_daily_trend(incidents: list[Incident], *, now: datetime | None = None)
 
 
 def rollback_s(incident: Incident) -> float:
-    """Work since the last checkpoint (assumed half a checkpoint interval when not known)."""
+    """Work since the last checkpoint, redone after the restart: assumed half a checkpoint
+    interval when the logs did not say, and never more than the job had run."""
     if incident.last_checkpoint_at is not None:
-        return (incident.occurred_at - incident.last_checkpoint_at).total_seconds()
-    return settings.PORTAL_CHECKPOINT_INTERVAL_S / 2
+        return max(0.0, (incident.occurred_at - incident.last_checkpoint_at).total_seconds())
+    assumed = settings.PORTAL_CHECKPOINT_INTERVAL_S / 2
+    if incident.job is not None and incident.job.started_at is not None:
+        assumed = min(assumed, (incident.occurred_at - incident.job.started_at).total_seconds())
+    return max(0.0, assumed)
 
 
 def job_ettr(job: Job, incidents: list[Incident], *, now: datetime) -> float | None:

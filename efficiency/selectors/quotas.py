@@ -250,12 +250,9 @@ class QuotaOverview:
 def quota_overview(*, user: User, cluster: Cluster, now: datetime) -> QuotaOverview:
     """The cycle in force: guaranteed vs used vs borrowed per department, so far this cycle."""
     cycle = quota_cycle_in_force(cluster=cluster, at=now)
+    after = cycle.start if cycle is not None else now
     next_cycle = (
-        scope_queryset(QuotaCycle.objects.filter(cluster=cluster, start__gt=now), user)
-        .order_by("start")
-        .first()
-        if cycle is None
-        else scope_queryset(QuotaCycle.objects.filter(cluster=cluster, start__gt=cycle.start), user)
+        scope_queryset(QuotaCycle.objects.filter(cluster=cluster, start__gt=after), user)
         .order_by("start")
         .first()
     )

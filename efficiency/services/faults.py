@@ -19,7 +19,6 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, Q
 from django.utils import timezone
@@ -60,6 +59,7 @@ from efficiency.models import (
     LogChunk,
     Node,
 )
+from efficiency.selectors.faults import rollback_s
 
 logger = logging.getLogger(__name__)
 
@@ -754,13 +754,8 @@ def _running_again(job: Job, occurred: datetime) -> datetime | None:
 
 def _gpu_hours_lost(incident: Incident, back: datetime) -> float:
     """GPUs x (work since the last checkpoint + time until running again)."""
-    rollback_s = settings.PORTAL_CHECKPOINT_INTERVAL_S / 2
-    if incident.last_checkpoint_at is not None:
-        rollback_s = (incident.occurred_at - incident.last_checkpoint_at).total_seconds()
-    elif incident.job is not None and incident.job.started_at is not None:
-        rollback_s = min(rollback_s, (incident.occurred_at - incident.job.started_at).total_seconds())
     downtime_s = max(0.0, (back - incident.occurred_at).total_seconds())
-    return incident.gpu_count * (max(0.0, rollback_s) + downtime_s) / 3600
+    return incident.gpu_count * (rollback_s(incident) + downtime_s) / 3600
 
 
 def fault_policies_ensure() -> None:
@@ -789,6 +784,3 @@ def fault_policies_ensure() -> None:
                 "notify": True,
             },
         )
-
-
-SEVERITY_ORDER = [Severity.CRITICAL, Severity.ERROR, Severity.WARNING]

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml  # noqa: F401  (PyYAML is a dependency of the export; imported to fail early)
 from django.test import Client
 
 from efficiency.actuators import ActionRequest
