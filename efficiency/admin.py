@@ -1,7 +1,10 @@
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
+from efficiency.choices import Role
 from efficiency.models import (
     ActuatorConfig,
     Cluster,
@@ -164,3 +167,34 @@ class FaultPolicyAdmin(admin.ModelAdmin):
 class ActuatorConfigAdmin(admin.ModelAdmin):
     list_display = ["name", "action", "dry_run", "enabled"]
     list_filter = ["action", "dry_run", "enabled"]
+
+
+admin.site.site_header = _("GPU Efficiency Portal administration")
+admin.site.site_title = _("GPU Efficiency Portal")
+admin.site.index_title = _("Inventory, data sources, fault handling and users")
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class PortalUserAdmin(UserAdmin):
+    """Users and their roles (the role is the group). Only a superuser grants superuser status
+    or single permissions: a platform admin runs the portal but cannot raise their own rights."""
+
+    list_display = ["username", "email", "role_names", "is_active", "is_staff", "last_login"]
+    list_filter = ["is_active", "is_staff", "is_superuser", "groups"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("groups")
+
+    @admin.display(description=_("roles"))
+    def role_names(self, obj) -> str:
+        labels = dict(Role.choices)
+        return ", ".join(str(labels.get(group.name, group.name)) for group in obj.groups.all())
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            readonly += ["is_superuser", "user_permissions"]
+        return readonly

@@ -3,11 +3,12 @@
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
 from efficiency.choices import MappingKind, Role
 from efficiency.models import Cluster, Department, DepartmentMapping, Gpu, Node
+from efficiency.permissions import role_permissions_grant
 from efficiency.simulator.scenario import REFERENCE_DEPARTMENTS, NodeSpec, gpu_uuid, reference_nodes
 
 DEMO_CLUSTER_SLUG = "ad-platform"
@@ -29,8 +30,10 @@ DEMO_LOGINS = [
 
 
 def roles_ensure() -> dict[Role, Group]:
-    """Create the three role groups if missing."""
-    return {role: Group.objects.get_or_create(name=role.value)[0] for role in Role}
+    """Create the three role groups if missing, with the model permissions of their role."""
+    groups = {role: Group.objects.get_or_create(name=role.value)[0] for role in Role}
+    role_permissions_grant(group_model=Group, permission_model=Permission)
+    return groups
 
 
 def user_role_assign(*, user, role: Role, department_codes: tuple[str, ...] = ()) -> None:
