@@ -95,7 +95,8 @@ def _open_and_save(client, obj, changes: dict[str, str]) -> None:
 def platform_admin(client, org):
     """A platform admin who is *not* a superuser: everything they can do comes from the group."""
     user = UserFactory(username="ops", role=Role.PLATFORM_ADMIN)
-    assert user.is_staff and not user.is_superuser
+    assert user.is_staff
+    assert not user.is_superuser
     client.login(username="ops", password=PASSWORD)
     return user
 
@@ -242,7 +243,8 @@ def test_platform_admin_gives_a_user_a_role(client, org, platform_admin):
 def test_platform_admin_cannot_make_anyone_a_superuser(client, org, platform_admin):
     page = client.get(reverse("admin:auth_user_change", args=[platform_admin.pk])).content.decode()
     data = _form_data(page)
-    assert "is_superuser" not in data and 'name="user_permissions"' not in page
+    assert "is_superuser" not in data
+    assert 'name="user_permissions"' not in page
     data["is_superuser"] = ["on"]
     data["user_permissions"] = [str(Permission.objects.get(codename="delete_node").pk)]
     client.post(reverse("admin:auth_user_change", args=[platform_admin.pk]), data)
@@ -255,7 +257,8 @@ def test_platform_admin_cannot_delete_nodes_or_change_role_definitions(client, o
     assert client.get(reverse("admin:efficiency_node_delete", args=[org.node_a.pk])).status_code == 403
     group = Group.objects.get(name=Role.COMMITTEE)
     page = client.get(reverse("admin:auth_group_change", args=[group.pk]))
-    assert page.status_code == 200 and b'name="permissions"' not in page.content  # view only
+    assert page.status_code == 200
+    assert b'name="permissions"' not in page.content
 
 
 def test_committee_and_heads_have_no_admin(client, org):
