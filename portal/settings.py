@@ -302,7 +302,13 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # A 403 or 404 is an ordinary answer, not an error of the portal: Django logs those at
+        # WARNING (with a traceback for a 403); server errors are logged at ERROR and kept.
+        # Refused CSRF tokens and other security events still go through django.security.
+        "django.request": {"level": "ERROR"},
+    },
 }
 # Raw GPU samples older than this are dropped (rollups keep the history).
 PORTAL_RAW_RETENTION_DAYS = env_int("PORTAL_RAW_RETENTION_DAYS", 35)

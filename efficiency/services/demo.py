@@ -7,6 +7,7 @@ and live data is collected by ordinary data sources pointed at the simulator.
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -116,9 +117,18 @@ def demo_sources_ensure(*, cluster: Cluster) -> list[DataSource]:
 
 
 def demo_history_backfill(
-    *, sim: ClusterSimulator, cluster: Cluster, until: datetime, step: timedelta = timedelta(minutes=10)
+    *,
+    sim: ClusterSimulator,
+    cluster: Cluster,
+    until: datetime,
+    step: timedelta = timedelta(minutes=10),
+    progress: Callable[[str, float], None] | None = None,
 ) -> dict[str, int]:
-    """Feed the simulator's history up to ``until`` through the production parse/ingest path."""
+    """Feed the simulator's history up to ``until`` through the production parse/ingest path.
+
+    ``progress(phase, fraction_of_phase)`` is told how far it got (demo_status.PHASES).
+    """
+    progress = progress or (lambda phase, fraction: None)
     start = sim.start
     counts = {"pages": 0, "samples": 0, "jobs": 0}
     at = start
@@ -132,19 +142,27 @@ def demo_history_backfill(
         at += step
         if counts["pages"] % 288 == 0:
             logger.info("demo backfill: %s of history done", at - start)
+            progress("samples", (at - start) / (until - start))
+    progress("jobs", 0.0)
     jobs = parse_sacct(sim.sacct_text(start, until, timezone=UTC), timezone=UTC)
     counts["jobs"] = jobs_ingest(
         cluster=cluster, source=JobSource.SLURM, records=jobs.records, now=until
     ).stored
     _logs_history_collect(
-        sim, cluster=cluster, since=max(start, until - timedelta(days=LOG_DAYS)), until=until
+        sim,
+        cluster=cluster,
+        since=max(start, until - timedelta(days=LOG_DAYS)),
+        until=until,
+        progress=lambda fraction: progress("logs", fraction),
     )
     # Jobs that were already running at the start mark earlier hours, which have no samples:
     # the demo's portal started collecting at ``start``, so it has no rollups before it.
     RollupDirtyHour.objects.filter(cluster=cluster, hour__lt=start).delete()
+    progress("rollups", 0.0)
     while rollups_refresh(now=until):
         pass
     node_classes_refresh(cluster=cluster, now=until)
+    progress("quotas", 0.0)
     demo_quota_history(cluster=cluster, history_start=start, now=until)
     return counts
 
@@ -178,7 +196,12 @@ def demo_quota_history(*, cluster: Cluster, history_start: datetime, now: dateti
 
 
 def _logs_history_collect(
-    sim: ClusterSimulator, *, cluster: Cluster, since: datetime, until: datetime
+    sim: ClusterSimulator,
+    *,
+    cluster: Cluster,
+    since: datetime,
+    until: datetime,
+    progress: Callable[[float], None] = lambda fraction: None,
 ) -> None:
     """Write the last days' logs in steps, collecting and scanning after each as the live
     demo does, so that faults in the history were detected when their lines were written."""
@@ -203,6 +226,7 @@ def _logs_history_collect(
             fault_detect_jobs(cluster=cluster, now=step_end)
             last_detect = step_end
         at = step_end
+        progress((at - since) / (until - since))
 
 
 def demo_actuators_ensure() -> None:

@@ -3,19 +3,23 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from efficiency.management.commands.demo_setup import DEFAULT_DEMO_PASSWORD
+from efficiency.management.commands.demo_setup import DEFAULT_DEMO_PASSWORD, logins_write
+from efficiency.models import NodeHour
+from efficiency.services.organisation import DEMO_CLUSTER_SLUG
 
 
 class Command(BaseCommand):
     help = (
         "Run the whole portal on this machine: web server (gunicorn), Celery worker and beat. "
         "With --demo, migrate, create the demo organisation, backfill weeks of simulated history "
-        "(first run only) and run the simulated cluster that the collectors read live."
+        "(first run only; pages are served meanwhile) and run the simulated cluster that the "
+        "collectors read live."
     )
 
     def add_arguments(self, parser):
@@ -30,55 +34,40 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, demo: bool, bind: str, web_workers: int, demo_days: int, **options):
+        logs = Path(settings.VAR_DIR) / "log"
+        logs.mkdir(parents=True, exist_ok=True)
+        needs_history = False
         if demo:
             call_command("migrate", interactive=False, verbosity=0)
-            call_command("demo_setup", password=DEFAULT_DEMO_PASSWORD)
-            call_command("simulate", "backfill", days=demo_days)
+            call_command("demo_setup", password=DEFAULT_DEMO_PASSWORD, stdout=self.stdout)
+            needs_history = not NodeHour.objects.filter(cluster__slug=DEMO_CLUSTER_SLUG).exists()
         python = sys.executable
-        commands = {
+        # The console shows what needs attention; routine lines (each request, each task) go to
+        # files under var/log so that the logins printed here stay in view.
+        web = [
+            python, "-m", "gunicorn", "portal.wsgi", "--bind", bind, "--workers", str(web_workers),
+            "--access-logfile", str(logs / "access.log"),
+        ]  # fmt: skip
+        background = {
             "worker": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                "2",
-                "--without-gossip",
-                "--without-mingle",
+                python, "-m", "celery", "-A", "portal", "worker", "--loglevel", "WARNING",
+                "--concurrency", "2", "--without-gossip", "--without-mingle",
             ],
             "beat": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                settings.CELERY_BEAT_SCHEDULE_FILENAME,
+                python, "-m", "celery", "-A", "portal", "beat", "--loglevel", "WARNING",
+                "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
             ],
-            "web": [
-                python,
-                "-m",
-                "gunicorn",
-                "portal.wsgi",
-                "--bind",
-                bind,
-                "--workers",
-                str(web_workers),
-                "--access-logfile",
-                "-",
-            ],
-        }
+        }  # fmt: skip
         if demo:
-            commands["simulator"] = [python, "manage.py", "simulate", "serve"]
-        processes = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR) for name, cmd in commands.items()}
-        self.stdout.write(self.style.SUCCESS(f"Portal running on http://{bind}/  (Ctrl-C stops it)"))
+            background["simulator"] = [python, "manage.py", "simulate", "serve"]
+        processes: dict[str, subprocess.Popen] = {}
+
+        # Unbuffered, so that the children's lines appear in the order they happen.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+        def start(name: str, command: list[str]) -> None:
+            self.stdout.flush()
+            processes[name] = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
 
         def stop(*_):
             for process in processes.values():
@@ -87,10 +76,26 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stop)
         try:
-            while all(process.poll() is None for process in processes.values()):
-                time.sleep(1)
-            exited = [name for name, process in processes.items() if process.poll() is not None]
-            self.stderr.write(f"{', '.join(exited)} exited; stopping the portal.")
+            start("web", web)
+            if needs_history:
+                # Pages answer while the history fills (they say how far it has come); the
+                # collectors start once it is there, so live data never races the backfill.
+                self.stdout.write(
+                    self.style.SUCCESS(f"Portal running on http://{bind}/ while the demo history is prepared")
+                )
+                start("history", [python, "manage.py", "simulate", "backfill", "--days", str(demo_days)])
+                if not self._wait(processes, until_done="history"):
+                    return
+                if processes.pop("history").returncode != 0:
+                    self.stderr.write("The demo history could not be prepared; see the messages above.")
+                    return
+            for name, command in background.items():
+                start(name, command)
+            self.stdout.write(self.style.SUCCESS(f"Portal ready on http://{bind}/  (Ctrl-C stops it)"))
+            if demo:
+                logins_write(self.stdout, password=DEFAULT_DEMO_PASSWORD)
+            self.stdout.flush()
+            self._wait(processes)
         except KeyboardInterrupt:
             pass
         finally:
@@ -100,3 +105,14 @@ class Command(BaseCommand):
                     process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+    def _wait(self, processes: dict[str, subprocess.Popen], *, until_done: str | None = None) -> bool:
+        """Watch the processes; True when ``until_done`` finished, False when another one exited."""
+        while True:
+            if until_done and processes[until_done].poll() is not None:
+                return True
+            exited = [name for name, p in processes.items() if name != until_done and p.poll() is not None]
+            if exited:
+                self.stderr.write(f"{', '.join(exited)} exited; stopping the portal.")
+                return False
+            time.sleep(1)

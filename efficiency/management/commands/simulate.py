@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from efficiency.models import Cluster, NodeHour
 from efficiency.services import demo
+from efficiency.services.demo_status import history_status_write
 from efficiency.services.organisation import DEMO_CLUSTER_SLUG
 from efficiency.simulator.exporter import make_server
 
@@ -47,7 +48,19 @@ class Command(BaseCommand):
         now = timezone.now().replace(microsecond=0)
         self.stdout.write(f"Simulating history from {sim.start:%Y-%m-%d} to now through the collectors…")
         started = time.monotonic()
-        counts = demo.demo_history_backfill(sim=sim, cluster=cluster, until=now, step=step)
+
+        def progress(phase: str, fraction: float) -> None:
+            history_status_write(phase=phase, phase_fraction=fraction, started_at=now)
+
+        progress("samples", 0.0)
+        try:
+            counts = demo.demo_history_backfill(
+                sim=sim, cluster=cluster, until=now, step=step, progress=progress
+            )
+        except BaseException:
+            progress("failed", 0.0)
+            raise
+        progress("done", 1.0)
         self.stdout.write(
             self.style.SUCCESS(
                 f"History ready in {time.monotonic() - started:.0f} s: {counts['pages']} exporter pages, "
