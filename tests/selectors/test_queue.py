@@ -141,11 +141,13 @@ def test_wait_percentiles_are_over_jobs_started_in_the_range(org):
     time_range = TimeRange("24h", now - timedelta(hours=24), now)
     started = now - timedelta(hours=2)
     for minutes in (10, 20, 60):
-        JobFactory(department=org.dept_a, cluster=org.cluster, submitted_at=started - timedelta(minutes=minutes),
-                   started_at=started)  # fmt: skip
+        submitted = started - timedelta(minutes=minutes)
+        JobFactory(department=org.dept_a, cluster=org.cluster, submitted_at=submitted, started_at=started)
     # Started before the range: not counted, however long it waited.
-    JobFactory(department=org.dept_a, cluster=org.cluster, submitted_at=now - timedelta(days=3),
-               started_at=now - timedelta(days=2))  # fmt: skip
+    early = now - timedelta(days=2)
+    JobFactory(
+        department=org.dept_a, cluster=org.cluster, submitted_at=early - timedelta(days=1), started_at=early
+    )
     stats = started_wait_stats(user=org.head_a, time_range=time_range, department=org.dept_a)
     # The org's job A started 2 h 50 min ago after 10 min: waits 10, 10, 20, 60 min.
     # P50 = 15 min; P95 at rank 2.85 = 20 + 0.85 x 40 = 54 min.
