@@ -113,13 +113,13 @@ class QueueTotals:
 
 def summarize_queue(jobs: Iterable[WaitingJob]) -> QueueTotals:
     """Count the waiting jobs and their GPUs, in total and per reason, and the longest wait."""
-    count, held, longest = 0, 0.0, None
-    by_reason: dict[str, list[float]] = {}
+    count, held, longest = 0, 0, None  # whole GPUs stay whole numbers
+    by_reason: dict[str, list] = {}
     for job in jobs:
         count += 1
         held += job.gpus
         longest = job.wait_s if longest is None else max(longest, job.wait_s)
-        tally = by_reason.setdefault(job.reason, [0, 0.0])
+        tally = by_reason.setdefault(job.reason, [0, 0])
         tally[0] += 1
         tally[1] += job.gpus
     order = {reason: position for position, reason in enumerate(WAIT_REASONS)}
