@@ -6,7 +6,8 @@ job's GPU model against the quotas in force, the same way the quota backtest sch
 (``efficiency.analysis.backtest``): a department may use its guarantee G, and borrow from the
 shared pool (capacity less every guarantee) up to its borrowing limit. Without an approved cycle
 in force, the fixed partition applies: G is what the department owns, borrowing unlimited.
-Capacity is the GPUs in service, as on the quota pages (isolated and draining nodes return).
+The shared pool is sized from the GPUs in service, as on the quota pages (isolated and draining
+nodes return); but a GPU is only free now if it is on an active node and no running job holds it.
 """
 
 from collections import defaultdict
@@ -18,9 +19,9 @@ from django.db.models import Sum
 from efficiency.analysis.queue import QueueLimits, QueueTotals, WaitingJob, classify_wait, summarize_queue
 from efficiency.analysis.quotas import Key, resolve_gpu_model
 from efficiency.analysis.stats import percentile
-from efficiency.choices import JobState
+from efficiency.choices import JobState, NodeState
 from efficiency.forms import TimeRange
-from efficiency.models import Cluster, Department, Job, Quota
+from efficiency.models import Cluster, Department, Job, Node, Quota
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus, quota_cycle_in_force
 
@@ -80,6 +81,17 @@ class _ClusterLimits:
         for (_code, model), gpus in self.guaranteed.items():
             pool[model] = pool.get(model, 0) - gpus
         self.pool_free = {model: max(0.0, gpus - borrowed[model]) for model, gpus in pool.items()}
+        # Whatever the quotas allow, only GPUs of active nodes that no job holds can be given.
+        held: dict[str, float] = defaultdict(float)
+        for (_code, model), gpus in self.used.items():
+            held[model] += gpus
+        active = (
+            Node.objects.filter(cluster=cluster, state=NodeState.ACTIVE)
+            .values_list("gpu_model")
+            .annotate(gpus=Sum("gpu_count"))
+            .order_by()
+        )
+        self.unheld = {model: max(0.0, gpus - held[model]) for model, gpus in active}
 
     def model_of(self, job_model: str, code: str) -> str:
         return resolve_gpu_model(job_model, self.models, self.department_model.get(code, self.cluster_model))
@@ -92,7 +104,9 @@ class _ClusterLimits:
         return QueueLimits(
             used_gpus=used,
             limit_gpus=None if borrowing is None else guaranteed + borrowing,
-            free_gpus=max(0.0, guaranteed - used) + self.pool_free.get(model, 0.0),
+            free_gpus=min(
+                max(0.0, guaranteed - used) + self.pool_free.get(model, 0.0), self.unheld.get(model, 0.0)
+            ),
         )
 
 
@@ -103,7 +117,7 @@ def queue_summary(
     the longest wait so far, and why each waits, in total, per department and per reason.
 
     The queries do not grow with the number of jobs or nodes, only with the clusters that have
-    pending jobs in scope (four each).
+    pending jobs in scope (five each).
     """
     pending = scope_queryset(Job.objects.filter(state=JobState.PENDING), user)
     if department is not None:

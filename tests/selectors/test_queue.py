@@ -6,9 +6,9 @@ import pytest
 from django.utils import timezone
 
 from efficiency.analysis.queue import CAPACITY, PRIORITY, QUEUED, QUOTA
-from efficiency.choices import JobState, QuotaCycleStatus
+from efficiency.choices import JobState, NodeState, QuotaCycleStatus
 from efficiency.forms import TimeRange
-from efficiency.models import Quota, QuotaCycle
+from efficiency.models import Job, Node, Quota, QuotaCycle
 from efficiency.selectors.queue import queue_summary, started_wait_stats
 from tests.factories import DepartmentFactory, JobFactory, NodeFactory, UserFactory
 
@@ -87,15 +87,25 @@ def test_a_borrowing_limit_in_force_makes_it_a_quota_wait(cluster_now):
     assert (queued.reason, queued.limits.limit_gpus) == (QUOTA, 16)
 
 
-def test_within_quota_with_the_pool_free_the_job_is_just_queued(cluster_now):
+def test_within_quota_with_gpus_free_the_job_is_just_queued(cluster_now):
     org, now = cluster_now
     approve_cycle(org, now, {org.dept_a: (20, None), org.dept_b: (4, None)})
-    # Pool = 32 - 24 = 8; radar borrows 16 - 4 = 12 > 8, so the pool is used up; but vision
-    # still has 20 - 16 = 4 of its own guarantee free: a 4-GPU job fits, an 8-GPU one does not.
+    Job.objects.filter(department=org.dept_b, state=JobState.RUNNING).update(gpu_count=12)
+    # Pool = 32 - 24 = 8, all borrowed by radar (12 - 4); vision still has 20 - 16 = 4 of its
+    # own guarantee, and 32 - 28 = 4 GPUs are unheld: a 4-GPU job fits, an 8-GPU one does not.
     small = pending(org, now, waited_h=3, gpus=4)
     big = pending(org, now, waited_h=1, gpus=8)
     reasons = {q.job: q.reason for q in queue_summary(user=org.head_a, now=now).jobs}
     assert reasons == {small: QUEUED, big: CAPACITY}
+
+
+def test_a_guarantee_free_on_paper_is_not_free_when_every_gpu_is_held(cluster_now):
+    org, now = cluster_now
+    approve_cycle(org, now, {org.dept_a: (20, None), org.dept_b: (4, None)})
+    # Radar holds 16 (12 borrowed from a pool of 8): all 32 GPUs are held, vision's 4 included.
+    pending(org, now, waited_h=1, gpus=4)
+    (queued,) = queue_summary(user=org.head_a, now=now).jobs
+    assert (queued.reason, queued.limits.free_gpus) == (CAPACITY, 0)
 
 
 def test_the_schedulers_reason_wins_and_is_shown_as_written(cluster_now):
@@ -131,7 +141,7 @@ def test_the_queue_costs_the_same_queries_for_many_jobs(cluster_now, django_asse
         JobFactory(department=org.dept_b, cluster=org.cluster, gpu_count=1)
     other = DepartmentFactory(code="bev")
     NodeFactory(owner_department=other, cluster=org.cluster)
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):
         queue = queue_summary(user=org.head_a, now=now)
     assert queue.totals.jobs == 30
 
@@ -155,3 +165,16 @@ def test_wait_percentiles_are_over_jobs_started_in_the_range(org):
     assert stats.p50_s == 15 * 60
     assert stats.p95_s == pytest.approx(54 * 60)
     assert started_wait_stats(user=org.head_b, time_range=time_range, department=org.dept_a).jobs == 0
+
+
+def test_gpus_on_isolated_nodes_are_not_free(cluster_now):
+    org, now = cluster_now
+    # Radar gives back what it borrowed: the shared pool node is free on paper, but isolated.
+    Job.objects.filter(department=org.dept_b, state=JobState.RUNNING).update(gpu_count=8)
+    Node.objects.filter(hostname="gpu-pool1").update(state=NodeState.ISOLATED)
+    pending(org, now, waited_h=1)
+    (queued,) = queue_summary(user=org.head_a, now=now).jobs
+    assert (queued.reason, queued.limits.free_gpus) == (CAPACITY, 0)
+    Node.objects.filter(hostname="gpu-pool1").update(state=NodeState.ACTIVE)
+    (queued,) = queue_summary(user=org.head_a, now=now).jobs
+    assert (queued.reason, queued.limits.free_gpus) == (QUEUED, 8)
