@@ -17,11 +17,15 @@ A job waits for one of these reasons, decided in this order:
 4. **queued**: within quota with enough GPUs free: the scheduler has not started it yet
    (its next pass, placement on whole nodes, or a reason the scheduler did not report).
 
+A department's queue for a GPU model is served oldest first (``classify_queue``), so a job is
+judged as if the jobs ahead of it had started: ten jobs that each fit alone do not all fit.
+
 GPUs are counted, not placed: a job asking for two whole nodes may wait for "capacity" while
 16 GPUs are free on four half-busy nodes; such a job shows as *queued*.
 """
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 QUOTA = "quota"
@@ -83,6 +87,49 @@ def classify_wait(*, gpus: float, limits: QueueLimits, scheduler_reason: str = "
     if limits.free_gpus < gpus:
         return CAPACITY
     return QUEUED
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A pending job as its queue sees it: ``queue`` is its (department, GPU model)."""
+
+    queue: Hashable
+    gpus: float
+    scheduler_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobWait:
+    """Why one job waits, and what it was judged against: its queue's limits and the GPUs
+    asked for by the jobs ahead of it in that queue."""
+
+    reason: str
+    limits: QueueLimits
+    ahead_gpus: float
+
+
+_NOT_COMPETING = {HELD, DEPENDENCY}  # they do not ask for GPUs until released
+
+
+def classify_queue(jobs: Sequence[PendingJob], limits: Mapping[Hashable, QueueLimits]) -> list[JobWait]:
+    """Why each pending job waits; ``jobs`` in queue order (oldest first).
+
+    A queue is served in order, so each job is judged as if the jobs ahead of it in the same
+    queue had started: their GPUs count as used and are no longer free. A job that is held or
+    waits for a dependency does not stand ahead of the others. A queue with no limits known
+    has nothing free.
+    """
+    ahead: dict[Hashable, float] = defaultdict(float)
+    waits = []
+    for job in jobs:
+        base = limits.get(job.queue, QueueLimits(used_gpus=0, limit_gpus=None, free_gpus=0))
+        before = ahead[job.queue]
+        seen = QueueLimits(base.used_gpus + before, base.limit_gpus, max(0, base.free_gpus - before))
+        reason = classify_wait(gpus=job.gpus, limits=seen, scheduler_reason=job.scheduler_reason)
+        if reason not in _NOT_COMPETING:
+            ahead[job.queue] += job.gpus
+        waits.append(JobWait(reason, base, before))
+    return waits
 
 
 @dataclass(frozen=True, slots=True)

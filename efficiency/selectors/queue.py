@@ -1,14 +1,14 @@
 """The queue as a department head sees it: pending jobs, how long they have waited, and why.
 
-Why a job waits is decided by ``efficiency.analysis.queue.classify_wait`` from what this module
-reads: the scheduler's own reason when the record carries one, else the department's use of the
-job's GPU model against the quotas in force, the same way the quota backtest schedules
-(``efficiency.analysis.backtest``): a department may use its guarantee G, and borrow from the
-shared pool (capacity less every guarantee) up to its borrowing limit. Without an approved cycle
-in force, the fixed partition applies: G is what the department owns, borrowing unlimited.
-The shared pool is sized from the GPUs in service, as on the quota pages (isolated and draining
-nodes return); but a GPU is only free now if it is on an active node and no running job holds it.
-"""
+Why a job waits is decided by ``efficiency.analysis.queue.classify_queue``, each department's
+queue per GPU model oldest first, from what this module reads: the scheduler's own reason when
+the record carries one, else the department's use of the job's GPU model against the quotas in
+force, the same way the quota backtest schedules (``efficiency.analysis.backtest``): a
+department may use its guarantee G, and borrow from the shared pool (capacity less every
+guarantee) up to its borrowing limit. Without an approved cycle in force, the fixed partition
+applies: G is what the department owns, borrowing unlimited. The shared pool is sized from the
+GPUs in service, as on the quota pages (isolated and draining nodes return); but a GPU is only
+free now if it is on an active node and no running job holds it."""
 
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -16,7 +16,14 @@ from datetime import datetime
 
 from django.db.models import Sum
 
-from efficiency.analysis.queue import QueueLimits, QueueTotals, WaitingJob, classify_wait, summarize_queue
+from efficiency.analysis.queue import (
+    PendingJob,
+    QueueLimits,
+    QueueTotals,
+    WaitingJob,
+    classify_queue,
+    summarize_queue,
+)
 from efficiency.analysis.quotas import Key, resolve_gpu_model
 from efficiency.analysis.stats import percentile
 from efficiency.choices import JobState, NodeState
@@ -35,7 +42,8 @@ class QueuedJob:
     wait_s: float
     reason: str
     scheduler_reason: str  # as the scheduler wrote it; "" when it gave none
-    limits: QueueLimits
+    limits: QueueLimits  # of its department and GPU model, now
+    ahead_gpus: float  # asked for by the jobs ahead of it in that queue
 
 
 @dataclass(frozen=True)
@@ -140,23 +148,27 @@ def queue_summary(
         cluster.pk: _ClusterLimits(cluster, now=now, running=running[cluster.pk])
         for cluster in Cluster.objects.filter(pk__in=cluster_ids)
     }
-    queued = []
+    entries, limits = [], {}
     for job in pending:
         code = job.department.code if job.department else ""
-        limits = clusters[job.cluster_id]
-        model = limits.model_of(job.gpu_model, code)
-        scheduler_reason = str(job.config.get("pending_reason") or "") if isinstance(job.config, dict) else ""
-        bounds = limits.limits(code, model)
-        queued.append(
-            QueuedJob(
-                job=job,
-                gpu_model=model,
-                wait_s=max(0.0, (now - job.submitted_at).total_seconds()),
-                reason=classify_wait(gpus=job.gpu_count, limits=bounds, scheduler_reason=scheduler_reason),
-                scheduler_reason="" if scheduler_reason == "None" else scheduler_reason,
-                limits=bounds,
-            )
+        cluster = clusters[job.cluster_id]
+        key = (job.cluster_id, code, cluster.model_of(job.gpu_model, code))
+        if key not in limits:
+            limits[key] = cluster.limits(code, key[2])
+        reason = job.config.get("pending_reason") if isinstance(job.config, dict) else None
+        entries.append(PendingJob(key, job.gpu_count, str(reason or "")))
+    queued = [
+        QueuedJob(
+            job=job,
+            gpu_model=entry.queue[2],
+            wait_s=max(0.0, (now - job.submitted_at).total_seconds()),
+            reason=wait.reason,
+            scheduler_reason="" if entry.scheduler_reason == "None" else entry.scheduler_reason,
+            limits=wait.limits,
+            ahead_gpus=wait.ahead_gpus,
         )
+        for job, entry, wait in zip(pending, entries, classify_queue(entries, limits), strict=True)
+    ]
     per_department: dict[int, list[WaitingJob]] = defaultdict(list)
     for item in queued:
         per_department[item.job.department_id].append(

@@ -12,8 +12,10 @@ from efficiency.analysis.queue import (
     QUOTA,
     SCHEDULER,
     WAIT_REASONS,
+    PendingJob,
     QueueLimits,
     WaitingJob,
+    classify_queue,
     classify_wait,
     scheduler_wait_reason,
     summarize_queue,
@@ -136,3 +138,46 @@ def test_the_reasons_add_up_to_the_whole_queue(jobs):
     assert sum(count for count, _ in totals.by_reason.values()) == totals.jobs == len(jobs)
     assert sum(held for _, held in totals.by_reason.values()) == totals.gpus
     assert totals.longest_wait_s == (max(job.wait_s for job in jobs) if jobs else None)
+
+
+def test_each_job_is_judged_as_if_the_jobs_ahead_of_it_in_its_queue_had_started():
+    vision = ("vision", "H100")
+    jobs = [PendingJob(vision, 4), PendingJob(vision, 4), PendingJob(vision, 8)]
+    # 40 + 4 = 44 and 44 + 4 = 48 fit the limit of 48; the third would make 56.
+    waits = classify_queue(jobs, {vision: VISION})
+    assert [w.reason for w in waits] == [QUEUED, QUEUED, QUOTA]
+    assert [w.ahead_gpus for w in waits] == [0, 4, 8]
+
+
+def test_jobs_ahead_use_up_the_free_gpus_first():
+    pool = ("radar", "H100")
+    jobs = [PendingJob(pool, 8), PendingJob(pool, 8)]
+    waits = classify_queue(jobs, {pool: QueueLimits(used_gpus=100, limit_gpus=None, free_gpus=10)})
+    assert [w.reason for w in waits] == [QUEUED, CAPACITY]  # 10 - 8 = 2 left for the second
+
+
+def test_held_jobs_and_other_queues_do_not_stand_ahead():
+    vision, radar = ("vision", "H100"), ("radar", "H100")
+    jobs = [
+        PendingJob(vision, 8, scheduler_reason="JobHeldUser"),
+        PendingJob(radar, 8),
+        PendingJob(vision, 8),
+    ]
+    limits = {vision: QueueLimits(0, None, 8), radar: QueueLimits(0, None, 8)}
+    assert [w.reason for w in classify_queue(jobs, limits)] == [HELD, QUEUED, QUEUED]
+
+
+def test_a_queue_without_limits_known_has_nothing_free():
+    (wait,) = classify_queue([PendingJob(("unknown", ""), 1)], {})
+    assert wait.reason == CAPACITY
+
+
+@given(st.lists(gpus, max_size=20), limits)
+def test_in_one_queue_once_a_job_waits_for_quota_every_later_one_does(asked, limit):
+    queue = ("vision", "H100")
+    reasons = [w.reason for w in classify_queue([PendingJob(queue, g) for g in asked], {queue: limit})]
+    if QUOTA in reasons:
+        assert set(reasons[reasons.index(QUOTA) :]) == {QUOTA}
+    # The first job in the queue is judged against the limits alone.
+    if asked:
+        assert reasons[0] == classify_wait(gpus=asked[0], limits=limit)
