@@ -34,7 +34,7 @@ def department_list_view(request: HttpRequest) -> HttpResponse:
     )
 
 
-QUEUE_SHOWN = 50
+QUEUE_SHOWN = 20
 
 
 def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
