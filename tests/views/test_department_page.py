@@ -30,7 +30,7 @@ def test_the_queue_section_lists_waiting_jobs_with_their_wait_and_reason(client,
         body = client.get("/departments/vision/").content.decode()
     section = body[body.index('id="department-queue"') :]
     assert "2 jobs are waiting for 16 GPUs." in section
-    assert section.count('<tr data-reason="capacity"') == 2
+    assert section.count('<tr class="queued-job" data-reason="capacity"') == 2
     assert "15d 12:00:00" in section
     assert 'href="/jobs/?department=vision&amp;state=pending"' in section
 

@@ -90,7 +90,8 @@ def test_the_queue_says_how_many_wait_how_long_and_why(client, planning):
     body = response.content.decode()
     assert "2 jobs are waiting for 16 GPUs." in body
     assert "The longest has waited 15d 12:00:00." in body
-    assert 'data-reason="capacity"' in body
+    assert body.count('<tr class="queued-job" data-reason="capacity"') == 2
+    assert "within quota, but no GPU of this model is free" in body
     assert "/jobs/?department=vision&amp;state=pending" in body
 
 
