@@ -117,7 +117,8 @@ def parse_sacct(text: str, *, timezone: tzinfo) -> ParseOutcome[JobRecord]:
 
     Required header fields: JobID, State, Submit. Used when present: JobName, Account, User,
     Partition, Start, End, Elapsed, NNodes/AllocNodes, AllocTRES (ReqTRES when AllocTRES is
-    empty, as for a pending job), NodeList, ExitCode; other columns are ignored. Output of the
+    empty, as for a pending job), NodeList, ExitCode, Reason (kept as a pending job's
+    ``pending_reason``, as squeue's); other columns are ignored. Output of the
     older ``--parsable`` (a ``|`` after the last field) is read too.
     """
     outcome = ParseOutcome[JobRecord]()
@@ -247,6 +248,9 @@ def _sacct_record(row: Mapping[str, str], timezone: tzinfo) -> JobRecord:
     elapsed_s = _elapsed_s(row.get("elapsed", ""))
     if elapsed_s is not None:
         config["elapsed_s"] = elapsed_s
+    # Reason is the last reason the job was blocked: only a waiting job's is current.
+    if state == "pending" and (reason := row.get("reason", "").strip()):
+        config["pending_reason"] = reason
     return JobRecord(
         source="slurm",
         external_id=job_id,

@@ -273,6 +273,14 @@ def job_usage_list(
     ]
 
 
+def job_usage_count(*, user: User, time_range: TimeRange, department: Department | None = None) -> int:
+    """How many jobs held GPUs in the range: all the rows ``job_usage_list`` would give unlimited."""
+    hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
+    if department is not None:
+        hours = hours.filter(department=department)
+    return hours.values("job").distinct().count()
+
+
 @dataclass(frozen=True)
 class IdleAllocation:
     """A job that held GPUs while they stayed below the idle threshold for a long stretch."""

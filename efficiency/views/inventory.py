@@ -1,12 +1,19 @@
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.filters import DepartmentFilter, NodeFilter
 from efficiency.forms import time_range_from_request
 from efficiency.selectors.inventory import department_get, department_list, node_get, node_list
 from efficiency.selectors.jobs import job_list
-from efficiency.selectors.usage import idle_allocation_list, job_usage_list, node_classification_history
+from efficiency.selectors.queue import queue_summary, started_wait_stats
+from efficiency.selectors.usage import (
+    idle_allocation_list,
+    job_usage_count,
+    job_usage_list,
+    node_classification_history,
+)
 from efficiency.views.helpers import get_or_404, render_filtered_list
 from efficiency.views.usage import (
     department_heatmap_context,
@@ -27,8 +34,11 @@ def department_list_view(request: HttpRequest) -> HttpResponse:
     )
 
 
+QUEUE_SHOWN = 20
+
+
 def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
-    """A department's GPUs, usage over the chosen range, jobs and idle allocations."""
+    """A department's GPUs, usage over the chosen range, queue and waits, jobs and idle allocations."""
     department = get_or_404(department_get, user=request.user, code=code)
     form, time_range = time_range_from_request(request.GET)
     context = {"department": department, "range_form": form, "time_range": time_range}
@@ -42,6 +52,10 @@ def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
         idle = idle_allocation_list(user=request.user, time_range=time_range, department=department)
         return idle_allocations_csv(idle, time_range, department.code)
     context.update(department_usage_context(request, department, time_range))
+    context["queue"] = queue_summary(
+        user=request.user, now=timezone.now(), department=department, limit=QUEUE_SHOWN
+    )
+    context["waits"] = started_wait_stats(user=request.user, time_range=time_range, department=department)
     context["nodes"] = node_list(user=request.user).filter(owner_department=department)
     return render(request, "efficiency/inventory/department_detail.html", context)
 
@@ -103,7 +117,14 @@ def department_heatmap_view(request: HttpRequest, code: str) -> HttpResponse:
 
 
 def department_jobs_view(request: HttpRequest, code: str) -> HttpResponse:
-    """The department page's job and idle-allocation tables, fetched by htmx."""
-    return _department_part(
-        request, code, "efficiency/inventory/partials/department_jobs.html", department_jobs_context
-    )
+    """The department page's job and idle-allocation tables, fetched by htmx; the jobs table
+    says how many jobs there are in all when it shows only the largest."""
+
+    def build(request, department, time_range) -> dict:
+        context = department_jobs_context(request, department, time_range)
+        context["jobs_total"] = job_usage_count(
+            user=request.user, time_range=time_range, department=department
+        )
+        return context
+
+    return _department_part(request, code, "efficiency/inventory/partials/department_jobs.html", build)

@@ -412,6 +412,29 @@ def test_sacct_format_names_the_required_fields():
     assert {"JobID", "State", "Submit", "AllocTRES", "ReqTRES", "NodeList"} <= set(fields)
 
 
+def test_a_reason_column_gives_a_pending_job_its_pending_reason():
+    # sacct's Reason is "the last reason a job was blocked from running": only a pending job's
+    # says why it waits now.
+    text = "\n".join(
+        [
+            HEADER + "|Reason",
+            sacct_row(
+                job_id="7101",
+                state="PENDING",
+                start="Unknown",
+                end="Unknown",
+                alloc="",
+                nodes="None assigned",
+            )
+            + "|QOSMaxGRESPerAccount",
+            sacct_row(job_id="7102") + "|Resources",
+        ]
+    )
+    jobs = by_id(parse_sacct(text + "\n", timezone=SHANGHAI))
+    assert jobs["7101"].config["pending_reason"] == "QOSMaxGRESPerAccount"
+    assert "pending_reason" not in jobs["7102"].config
+
+
 # squeue
 
 

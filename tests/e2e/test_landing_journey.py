@@ -17,11 +17,11 @@ def test_department_head_sees_the_chart_drawn_and_chinese_navigation(page, demo,
     log_in(page, "head-vision", "e2e-password")
 
     assert page.get_by_role("heading", name="My departments").is_visible()
-    # The Plotly figure was built on the server and drawn in the browser: an SVG with bars.
-    chart = page.locator("#ownership-chart")
-    chart.locator("svg.main-svg").first.wait_for()
-    assert chart.locator("g.trace.bars").count() == 1  # vision owns H100 nodes only
-    assert "Vehicle vision" in chart.inner_text()
+    # The Plotly figure was built on the server and drawn in the browser: utilization and
+    # allocation rate of the head's departments (tests/e2e/test_head_home_journey.py has the rest).
+    page.locator("#trend-chart svg.main-svg").first.wait_for()
+    assert page.evaluate("document.getElementById('trend-chart').data.length") == 2
+    assert "Vehicle vision" in page.locator("#home-departments").inner_text()
     assert "Radar perception" not in page.content()
     screenshot("landing-department-head-en")
 
@@ -31,7 +31,7 @@ def test_department_head_sees_the_chart_drawn_and_chinese_navigation(page, demo,
     assert "首页" in nav.inner_text()
     assert "我的部门" in nav.inner_text()
     assert page.locator("html").get_attribute("lang") == "zh-hans"
-    page.locator("#ownership-chart svg.main-svg").first.wait_for()
+    page.locator("#trend-chart svg.main-svg").first.wait_for()
     screenshot("landing-department-head-zh")
 
 
