@@ -74,7 +74,8 @@ def test_admin_isolates_the_node_and_the_action_is_logged(client, org, incidents
     org.node_a.refresh_from_db()
     assert org.node_a.state == NodeState.ISOLATED
     action = incidents[0].actions.get()
-    assert (action.kind, action.actuator, action.actor) == ("isolate_node", "inventory", org.admin)
+    assert (action.kind, action.ok, action.dry_run, action.actor) == ("isolate_node", True, False, org.admin)
+    assert "recorded as isolated by hand" in action.text
     client.force_login(org.head_a)
     assert client.post(f"/faults/incidents/{incidents[0].pk}/isolate/").status_code == 403
 
