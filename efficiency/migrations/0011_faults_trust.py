@@ -4,8 +4,11 @@ Before the constraints are added, rows written by earlier versions are brought i
 incidents closed by hand (logged as a "Notify" by the operator, with the close time as their
 recovery) become closed, not recovered; incidents marked resolved without ever recovering become
 closed; phases stamped out of order are moved up to the phase before them; a signal stamped as
-detected before it occurred is taken to have occurred when it was detected.
+detected before it occurred is taken to have occurred when it was detected; a node that a dry
+run marked isolated (every isolation logged on its incident was a dry run) is back in service.
 """
+
+import re
 
 import django.db.models.deletion
 from django.conf import settings
@@ -51,6 +54,13 @@ def bring_rows_in_line(apps, schema_editor):
         if changed:
             incident.save(update_fields=changed)
     FaultSignal.objects.filter(detected_at__lt=F("occurred_at")).update(occurred_at=F("detected_at"))
+    Node = apps.get_model("efficiency", "Node")
+    for node in Node.objects.filter(state="isolated", state_reason__startswith="incident "):
+        match = re.match(r"incident (\d+):", node.state_reason)
+        isolations = IncidentAction.objects.filter(incident_id=match and int(match[1]), kind="isolate_node")
+        if isolations.exists() and not isolations.filter(dry_run=False, ok=True).exists():
+            node.state, node.state_reason = "active", ""
+            node.save(update_fields=["state", "state_reason"])
 
 
 class Migration(migrations.Migration):
