@@ -24,6 +24,13 @@ from tests.fault_helpers import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _english():
+    # Refusals and outcomes are worded in the active language; these tests read the English.
+    with translation.override("en"):
+        yield
+
+
 @pytest.fixture
 def hit(org):
     """Department A's job running on A's node; an Xid 79 on it at T0, scanned 20 s later."""

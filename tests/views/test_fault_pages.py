@@ -4,7 +4,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from efficiency.choices import ActionKind, IncidentStatus, JobState, NodeState
 from efficiency.models import FaultSignal, Incident
@@ -193,12 +193,19 @@ def test_a_head_opens_an_incident_on_their_node_from_the_node_page(client, org):
     assert client.get(f"/faults/incidents/{incident.pk}/").status_code == 404
 
 
-def test_a_chinese_reader_gets_machine_text_and_durations_in_chinese(client, org, incidents):
+@pytest.fixture
+def chinese(client):
+    client.cookies["django_language"] = "zh-hans"
+    yield client
+    translation.deactivate()  # the locale middleware leaves the last request's language active
+
+
+def test_a_chinese_reader_gets_machine_text_and_durations_in_chinese(chinese, org, incidents):
+    client = chinese
     slurm_actuators(dry_run=True)
     faults.fault_policies_ensure()
     faults.incident_policy_apply(incident=incidents[0])
     client.force_login(org.committee)
-    client.cookies["django_language"] = "zh-hans"
     body = client.get(f"/faults/incidents/{incidents[0].pk}/").content.decode()
     assert "Would run" not in body
     assert "scontrol update NodeName=gpu-a01 State=DRAIN" in body
