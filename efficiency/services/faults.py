@@ -102,6 +102,8 @@ INCIDENT_WINDOW = timedelta(hours=6)
 # Evidence about a node's hardware this close in time, on the same node and GPU, is one fault seen
 # by several paths (the kernel's line, the exporter's Xid count, the last-Xid field, the ECC counter).
 SAME_FAULT_WINDOW = timedelta(minutes=10)
+# A job that does not run again (requeued or resubmitted) this long after it ended is not coming back.
+RUN_AGAIN_WITHIN = timedelta(days=1)
 NODE_FAULTS = {
     FaultCategory.HARDWARE_GPU,
     FaultCategory.HARDWARE_MEMORY_ECC,
@@ -1000,9 +1002,9 @@ def incidents_refresh(*, cluster: Cluster, now: datetime | None = None) -> int:
         job = incident.job
         if job is None:
             continue
-        back = _running_again(job, incident.occurred_at)
+        back = _running_again(job, incident.occurred_at, now)
         if back is None:
-            if job.state in JobState.finished() and job.ended_at and now - job.ended_at > timedelta(days=1):
+            if job.state in JobState.finished() and job.ended_at and now - job.ended_at > RUN_AGAIN_WITHIN:
                 incident.gpu_hours_lost = _gpu_hours_lost(incident, max(job.ended_at, incident.occurred_at))
                 _close(incident, now=now, actor=None, reason="", facts=message("closed_not_run_again"))
             continue
@@ -1014,12 +1016,17 @@ def incidents_refresh(*, cluster: Cluster, now: datetime | None = None) -> int:
     return recovered
 
 
-def _running_again(job: Job, occurred: datetime) -> datetime | None:
-    if job.started_at and job.started_at > occurred:  # requeued under the same id
+def _running_again(job: Job, occurred: datetime, now: datetime) -> datetime | None:
+    """When the job ran again after the fault: requeued under its id, or resubmitted under its
+    name within ``RUN_AGAIN_WITHIN`` of its end (a job of the same name days later is another
+    run, not a recovery). Never after ``now``: a start the portal cannot have seen yet."""
+    if job.started_at and occurred < job.started_at <= now:  # requeued under the same id
         return job.started_at
+    ended = max(job.ended_at or occurred, occurred)
     successor = (
         Job.objects.filter(cluster=job.cluster, name=job.name, department_id=job.department_id)
-        .filter(submitted_at__gte=occurred - timedelta(minutes=1), started_at__isnull=False)
+        .filter(submitted_at__gte=occurred - timedelta(minutes=1), submitted_at__lte=ended + RUN_AGAIN_WITHIN)
+        .filter(started_at__isnull=False, started_at__lte=now)
         .exclude(pk=job.pk)
         .order_by("started_at")
         .first()

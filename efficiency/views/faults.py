@@ -7,6 +7,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
@@ -171,9 +172,15 @@ def incidents_csv(incidents) -> HttpResponse:
 
 
 def incident_phases(incident) -> list[tuple[str, object, object]]:
-    return [
+    """The phases to draw: an incident without a job has nothing to restart or recover."""
+    phases = [
         (_("Detect"), incident.occurred_at, incident.detected_at),
         (_("Locate"), incident.detected_at, incident.located_at),
+    ]
+    if incident.job_id is None:
+        return phases
+    return [
+        *phases,
         (_("Restart"), incident.located_at or incident.detected_at, incident.restart_requested_at),
         (_("Recover"), incident.restart_requested_at or incident.located_at, incident.recovered_at),
     ]
@@ -321,9 +328,9 @@ def report_data(incident) -> dict:
 
 
 SUCCESS = {
-    services.ISOLATE: _("Node isolated."),
-    services.RESTART: _("Restart requested."),
-    services.RETURN_TO_SERVICE: _("Node returned to service."),
+    services.ISOLATE: gettext_lazy("Node isolated."),
+    services.RESTART: gettext_lazy("Restart requested."),
+    services.RETURN_TO_SERVICE: gettext_lazy("Node returned to service."),
 }
 
 

@@ -184,6 +184,27 @@ def test_an_incident_whose_job_never_came_back_is_closed_not_recovered(hit):
     assert incident.closed_at == T0 + timedelta(days=2)
 
 
+def test_a_job_known_to_run_again_only_later_than_now_has_not_recovered_yet(hit):
+    # A replay knows the scheduler's records ahead of its clock; live, nothing starts in the future.
+    hit.job_a.started_at = T0 + timedelta(hours=2)
+    hit.job_a.save()
+    faults.incidents_refresh(cluster=hit.cluster, now=T0 + timedelta(hours=1))
+    assert Incident.objects.get().status == IncidentStatus.OPEN
+    faults.incidents_refresh(cluster=hit.cluster, now=T0 + timedelta(hours=3))
+    assert Incident.objects.get().recovered_at == T0 + timedelta(hours=2)
+
+
+def test_a_job_of_the_same_name_days_later_is_not_its_recovery(hit):
+    hit.job_a.state, hit.job_a.ended_at = JobState.NODE_FAIL, T0 + timedelta(minutes=1)
+    hit.job_a.save()
+    three_days_later = T0 + timedelta(days=3)
+    JobFactory(cluster=hit.cluster, department=hit.dept_a, name=hit.job_a.name, submitted_at=three_days_later,
+               started_at=three_days_later + timedelta(minutes=5))  # fmt: skip
+    faults.incidents_refresh(cluster=hit.cluster, now=T0 + timedelta(days=4))
+    incident = Incident.objects.get()
+    assert (incident.status, incident.recovered_at) == (IncidentStatus.CLOSED, None)
+
+
 # --- Only what makes sense now is offered; the rest is refused with the reason ------------------
 
 
