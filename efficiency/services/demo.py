@@ -163,13 +163,15 @@ def demo_history_backfill(
 
 
 def _faults_act(cluster: Cluster, *, at: datetime) -> None:
-    """Group new evidence at ``at`` and run the policy of each incident located meanwhile, at the
-    moment it was located (live, the policy runs right after)."""
+    """What the live portal does with faults, at the simulated moment ``at``: group new evidence,
+    run the policy of each incident located meanwhile at the moment it was located (live, the
+    policy runs right after), and mark incidents recovered or closed."""
     incidents_group(cluster=cluster, now=at)
     for incident in Incident.objects.filter(cluster=cluster, actions__isnull=True).select_related(
         "node", "job", "cluster"
     ):
         incident_policy_apply(incident=incident, now=incident.located_at or at)
+    incidents_refresh(cluster=cluster, now=at)
 
 
 def demo_quota_history(*, cluster: Cluster, history_start: datetime, now: datetime) -> None:
@@ -220,7 +222,6 @@ def _logs_history_collect(
             fault_detect_jobs(cluster=cluster, now=step_end, seen_after=DETECTOR_LATENCY)
             last_detect = step_end
         _faults_act(cluster, at=step_end)
-        incidents_refresh(cluster=cluster, now=step_end)
         at = step_end
 
 
