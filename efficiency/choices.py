@@ -138,9 +138,17 @@ class SignalSource(models.TextChoices):
 
 
 class IncidentStatus(models.TextChoices):
+    """Resolved is recovered (the job ran again); closed is ended without a recovery (by hand, or
+    because the job never came back): closing is not recovering, and counts in no MTTR."""
+
     OPEN = "open", _("Open")
     RECOVERING = "recovering", _("Recovering")
-    RESOLVED = "resolved", _("Resolved")
+    RESOLVED = "resolved", _("Recovered")
+    CLOSED = "closed", _("Closed without recovery")
+
+    @classmethod
+    def finished(cls) -> set[str]:
+        return {cls.RESOLVED, cls.CLOSED}
 
 
 class ActionKind(models.TextChoices):
@@ -148,3 +156,4 @@ class ActionKind(models.TextChoices):
     RESTART_JOB = "restart_job", _("Restart job from checkpoint")
     NOTIFY = "notify", _("Notify")
     RESUME_NODE = "resume_node", _("Return node to service")
+    CLOSE = "close", _("Close")

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Model, Q, QuerySet
 
-from efficiency.choices import Role
+from efficiency.choices import FaultCategory, Role
 from efficiency.models import (
     ActuatorConfig,
     CapacityAlert,
@@ -34,6 +34,7 @@ from efficiency.models import (
     NodeClassification,
     NodeDay,
     NodeHour,
+    NodeStateChange,
     Quota,
     QuotaBacktest,
     QuotaCycle,
@@ -42,6 +43,13 @@ from efficiency.models import (
     ScopeHour,
 )
 
+# Evidence about a node's hardware, shown to the heads of the department that owns the node.
+_NODE_FAULTS = [
+    FaultCategory.HARDWARE_GPU,
+    FaultCategory.HARDWARE_MEMORY_ECC,
+    FaultCategory.NVLINK,
+    FaultCategory.NETWORK_RDMA,
+]
 _ROLE_PRECEDENCE = [Role.PLATFORM_ADMIN, Role.COMMITTEE, Role.DEPARTMENT_HEAD]
 
 User = AbstractBaseUser | AnonymousUser
@@ -105,10 +113,18 @@ def _scopers() -> dict[type[Model], object]:
         QuotaEvent: lambda qs, ids: qs.filter(Q(department_id__in=ids) | Q(department__isnull=True)),
         QuotaBacktest: lambda qs, ids: qs.none(),
         CapacityAlert: lambda qs, ids: qs.none(),
-        # Faults: a head sees the incidents and evidence of their departments' jobs.
-        Incident: lambda qs, ids: qs.filter(department_id__in=ids),
-        FaultSignal: lambda qs, ids: qs.filter(department_id__in=ids),
-        IncidentAction: lambda qs, ids: qs.filter(incident__department_id__in=ids),
+        # Faults: a head sees the incidents of their departments' jobs and those on the nodes their
+        # departments own (a fault found in the metrics of an idle node has no job); of the
+        # evidence, their jobs' and the hardware evidence of their nodes, not another department's
+        # log lines.
+        Incident: lambda qs, ids: qs.filter(Q(department_id__in=ids) | Q(node__owner_department_id__in=ids)),
+        FaultSignal: lambda qs, ids: qs.filter(
+            Q(department_id__in=ids) | Q(node__owner_department_id__in=ids, category__in=_NODE_FAULTS)
+        ),
+        IncidentAction: lambda qs, ids: qs.filter(
+            Q(incident__department_id__in=ids) | Q(incident__node__owner_department_id__in=ids)
+        ),
+        NodeStateChange: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),
         FaultPolicy: lambda qs, ids: qs.none(),
         ActuatorConfig: lambda qs, ids: qs.none(),
     }

@@ -37,6 +37,7 @@ urlpatterns = [
     path("faults/incidents/<int:pk>/", faults.incident_detail_view, name="incident-detail"),
     path("faults/incidents/<int:pk>/report/", faults.incident_report_view, name="incident-report"),
     path("faults/incidents/<int:pk>/<slug:action>/", faults.incident_action_view, name="incident-action"),
+    path("faults/nodes/<int:pk>/return-to-service/", faults.node_return_view, name="node-return-to-service"),
     path("sources/", sources.source_list_view, name="source-list"),
     path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
 ]

@@ -49,14 +49,17 @@ class ActionRequest:
 class ActionResult:
     """What an actuator did (or, in a dry run, would do).
 
-    ``summary`` is one line for lists and logs; ``detail`` is the response body or the command's output,
-    at most ``DETAIL_MAX_CHARS`` characters. ``exit_code`` is set for commands that ran, ``http_status`` for
-    webhooks that answered.
+    ``summary`` is one line for lists and logs; ``code`` and ``params`` say the same as facts, so that the
+    portal can show it in its reader's language (``efficiency.fault_messages``); ``detail`` is the
+    response body or the command's output, at most ``DETAIL_MAX_CHARS`` characters. ``exit_code`` is set
+    for commands that ran, ``http_status`` for webhooks that answered.
     """
 
     ok: bool
     dry_run: bool
     summary: str
+    code: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
     detail: str = ""
     exit_code: int | None = None
     http_status: int | None = None
@@ -64,6 +67,7 @@ class ActionResult:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "summary", one_line(self.summary))
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
         object.__setattr__(self, "detail", truncate(self.detail))
 
 

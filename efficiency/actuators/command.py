@@ -66,7 +66,16 @@ _DRAIN_S = 2.0
 
 
 class CommandRefused(ValueError):
-    """A value from the request cannot go into the command; nothing was run."""
+    """A value from the request cannot go into the command; nothing was run.
+
+    ``code`` and ``params`` say why as facts (``efficiency.fault_messages``): ``command_refused_missing``,
+    ``command_refused_line_break`` or ``command_refused_not_a_name``.
+    """
+
+    def __init__(self, message: str, *, code: str, **params: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.params = params
 
 
 @dataclass(frozen=True)
@@ -161,10 +170,19 @@ class CommandActuator:
         try:
             argv = self.argv_for(request)
         except CommandRefused as exc:
-            return ActionResult(ok=False, dry_run=dry_run, summary=f"Refused to run {self.argv[0]}: {exc}")
+            return ActionResult(
+                ok=False,
+                dry_run=dry_run,
+                summary=f"Refused to run {self.argv[0]}: {exc}",
+                code=exc.code,
+                params={"program": self.argv[0], **exc.params},
+            )
         shown = shlex.join(argv)
+        facts = {"command": shown, "program": argv[0]}
         if dry_run:
-            return ActionResult(ok=True, dry_run=True, summary=f"Would run: {shown}")
+            return ActionResult(
+                ok=True, dry_run=True, summary=f"Would run: {shown}", code="command_would_run", params=facts
+            )
 
         env = None if self.env is None else {**os.environ, **self.env}
         started = time.monotonic()
@@ -180,11 +198,16 @@ class CommandActuator:
                 start_new_session=True,
             )
         except FileNotFoundError:
-            return _failed(f"Cannot run {shown}: {argv[0]} not found.", started)
+            return _failed(f"Cannot run {shown}: {argv[0]} not found.", started, "command_not_found", facts)
         except PermissionError:
-            return _failed(f"Cannot run {shown}: {argv[0]} is not executable.", started)
+            return _failed(
+                f"Cannot run {shown}: {argv[0]} is not executable.", started, "command_not_executable", facts
+            )
         except OSError as exc:
-            return _failed(f"Cannot run {shown}: {exc.strerror or type(exc).__name__}.", started)
+            error = exc.strerror or type(exc).__name__
+            return _failed(
+                f"Cannot run {shown}: {error}.", started, "command_os_error", {**facts, "error": error}
+            )
 
         try:
             stdout, stderr = process.communicate(timeout=self.timeout_s)
@@ -194,6 +217,8 @@ class CommandActuator:
                 ok=False,
                 dry_run=False,
                 summary=f"{shown} timed out after {self.timeout_s:g} s and was killed.",
+                code="command_timed_out",
+                params={**facts, "timeout_s": f"{self.timeout_s:g}"},
                 detail=_output(stdout, stderr),
                 duration_s=time.monotonic() - started,
             )
@@ -204,15 +229,19 @@ class CommandActuator:
 
         code = process.returncode
         err = stderr.decode(errors="replace").strip()
+        said = truncate(" ".join(err.split()), 300)
         if code == 0:
-            summary = f"Ran {shown}: exit code 0."
+            summary, message = f"Ran {shown}: exit code 0.", "command_ran"
+        elif err:
+            summary, message = f"{shown} failed with exit code {code}: {said}", "command_failed"
         else:
-            said = f": {truncate(' '.join(err.split()), 300)}" if err else " (no stderr)"
-            summary = f"{shown} failed with exit code {code}{said}"
+            summary, message = f"{shown} failed with exit code {code} (no stderr)", "command_failed_silently"
         return ActionResult(
             ok=code == 0,
             dry_run=False,
             summary=summary,
+            code=message,
+            params={**facts, "exit_code": code, "stderr": said},
             detail=_output(stdout, stderr),
             exit_code=code,
             duration_s=time.monotonic() - started,
@@ -260,14 +289,26 @@ def _value(placeholder: str, request: ActionRequest) -> str:
     raw: object = request.extra.get(extra.group(1)) if extra else getattr(request, placeholder)
     if raw is None or raw == "":
         where = f"extra value {extra.group(1)!r}" if extra else placeholder.replace("_", " ")
-        raise CommandRefused(f"the request has no {where} for {{{placeholder}}}.")
+        raise CommandRefused(
+            f"the request has no {where} for {{{placeholder}}}.",
+            code="command_refused_missing",
+            placeholder=placeholder,
+        )
     value = str(raw)
     if any(ch in value for ch in "\0\r\n"):
-        raise CommandRefused(f"{{{placeholder}}} value {value!r} contains a NUL or line break.")
+        raise CommandRefused(
+            f"{{{placeholder}}} value {value!r} contains a NUL or line break.",
+            code="command_refused_line_break",
+            placeholder=placeholder,
+            value=repr(value),
+        )
     if placeholder in _NAME_PLACEHOLDERS and (not NAME_RE.match(value) or value.startswith("-")):
         raise CommandRefused(
             f"{placeholder.replace('_', ' ')} {value!r} is not a plain name (letters, digits and . _ : @ / - "
-            f"only, not starting with -)."
+            f"only, not starting with -).",
+            code="command_refused_not_a_name",
+            placeholder=placeholder,
+            value=repr(value),
         )
     return value
 
@@ -299,5 +340,12 @@ def _output(stdout: bytes, stderr: bytes) -> str:
     return truncate(out, DETAIL_MAX_CHARS - len(err_section) - 1) + "\n" + err_section
 
 
-def _failed(summary: str, started: float) -> ActionResult:
-    return ActionResult(ok=False, dry_run=False, summary=summary, duration_s=time.monotonic() - started)
+def _failed(summary: str, started: float, code: str, params: Mapping[str, Any]) -> ActionResult:
+    return ActionResult(
+        ok=False,
+        dry_run=False,
+        summary=summary,
+        code=code,
+        params=params,
+        duration_s=time.monotonic() - started,
+    )

@@ -134,11 +134,14 @@ class WebhookActuator:
         target = _shown_url(self.url)
         what = f"{request.kind} for incident {request.incident_id}"
         signed = ", signed" if self.secret else ""
+        facts = {"kind": request.kind, "incident": request.incident_id, "target": target}
         if dry_run:
             return ActionResult(
                 ok=True,
                 dry_run=True,
                 summary=f"Would POST {what} to {target} ({len(body)} bytes of JSON{signed}).",
+                code="webhook_would_post_signed" if self.secret else "webhook_would_post",
+                params={**facts, "bytes": len(body)},
                 detail=body.decode(),
             )
 
@@ -162,13 +165,20 @@ class WebhookActuator:
                 response.close()
         except requests.RequestException as exc:
             causes = _causes(exc)
+            error = type(causes[-1]).__name__
             if any(isinstance(cause, _TIMEOUTS) for cause in causes):
                 reason = f"{target} did not answer within {self.timeout_s:g} s"
+                code, facts = "webhook_timeout", {**facts, "timeout_s": f"{self.timeout_s:g}"}
             elif isinstance(exc, requests.ConnectionError | requests.exceptions.ChunkedEncodingError):
-                reason = f"Cannot reach {target} ({type(causes[-1]).__name__})"
+                reason, code, facts = (
+                    f"Cannot reach {target} ({error})",
+                    "webhook_unreachable",
+                    {**facts, "error": error},
+                )
             else:
-                reason = f"Cannot send the request to {target} ({type(causes[-1]).__name__})"
-            return _failed(f"{reason} ({what}).", started)
+                reason = f"Cannot send the request to {target} ({error})"
+                code, facts = "webhook_send_failed", {**facts, "error": error}
+            return _failed(f"{reason} ({what}).", started, code, facts)
         finally:
             if self.session is None:
                 http.close()
@@ -176,15 +186,18 @@ class WebhookActuator:
         status = response.status_code
         duration_s = time.monotonic() - started
         if 200 <= status < 300:
-            summary = f"Posted {what} to {target}: HTTP {status}."
+            summary, code = f"Posted {what} to {target}: HTTP {status}.", "webhook_posted"
         elif 300 <= status < 400:
             summary = f"{target} answered HTTP {status} (a redirect, not followed; fix the URL) ({what})."
+            code = "webhook_redirect"
         else:
-            summary = f"{target} answered HTTP {status} ({what})."
+            summary, code = f"{target} answered HTTP {status} ({what}).", "webhook_http_error"
         return ActionResult(
             ok=200 <= status < 300,
             dry_run=False,
             summary=summary,
+            code=code,
+            params={**facts, "status": status},
             detail=reply,
             http_status=status,
             duration_s=duration_s,
@@ -202,8 +215,15 @@ def _read_reply(response: requests.Response) -> str:
     return b"".join(chunks)[:_MAX_RESPONSE_BYTES].decode(response.encoding or "utf-8", errors="replace")
 
 
-def _failed(summary: str, started: float) -> ActionResult:
-    return ActionResult(ok=False, dry_run=False, summary=summary, duration_s=time.monotonic() - started)
+def _failed(summary: str, started: float, code: str, params: Mapping[str, Any]) -> ActionResult:
+    return ActionResult(
+        ok=False,
+        dry_run=False,
+        summary=summary,
+        code=code,
+        params=params,
+        duration_s=time.monotonic() - started,
+    )
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

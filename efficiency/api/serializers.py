@@ -22,6 +22,7 @@ from efficiency.models import (
     SourceRun,
 )
 from efficiency.selectors.quotas import cycle_shared_pool
+from efficiency.services.faults import incident_operations
 from efficiency.services.quotas import EXPORT_FORMATS
 
 
@@ -358,6 +359,9 @@ class QuotaOverviewSerializer(serializers.Serializer):
 class FaultSignalSerializer(serializers.ModelSerializer):
     node = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
     job = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
+    text = serializers.CharField(
+        read_only=True, help_text=_("The evidence in the request's language (a log line as written).")
+    )
 
     class Meta:
         model = FaultSignal
@@ -375,6 +379,8 @@ class FaultSignalSerializer(serializers.ModelSerializer):
             "occurred_at",
             "detected_at",
             "message",
+            "text",
+            "facts",
             "location",
             "incident",
         ]
@@ -383,6 +389,7 @@ class FaultSignalSerializer(serializers.ModelSerializer):
 
 class IncidentActionSerializer(serializers.ModelSerializer):
     actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    text = serializers.CharField(read_only=True, help_text=_("What was done, in the request's language."))
 
     class Meta:
         model = IncidentAction
@@ -393,6 +400,8 @@ class IncidentActionSerializer(serializers.ModelSerializer):
             "dry_run",
             "ok",
             "summary",
+            "text",
+            "message",
             "detail",
             "requested_at",
             "duration_s",
@@ -406,6 +415,7 @@ class IncidentSerializer(serializers.ModelSerializer):
     job = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
     department = serializers.SlugRelatedField(slug_field="code", read_only=True)
     node = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
+    closed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     mttr_s = serializers.FloatField(read_only=True, allow_null=True)
     time_to_detect_s = serializers.FloatField(read_only=True)
     time_to_locate_s = serializers.FloatField(read_only=True, allow_null=True)
@@ -436,6 +446,9 @@ class IncidentSerializer(serializers.ModelSerializer):
             "gpu_count",
             "gpu_hours_lost",
             "reasoning",
+            "closed_at",
+            "closed_by",
+            "close_reason",
         ]
         read_only_fields = fields
 
@@ -443,7 +456,22 @@ class IncidentSerializer(serializers.ModelSerializer):
 class IncidentDetailSerializer(IncidentSerializer):
     signals = FaultSignalSerializer(many=True, read_only=True)
     actions = IncidentActionSerializer(many=True, read_only=True)
+    operations = serializers.SerializerMethodField(
+        help_text=_(
+            "What a platform admin may do now: each action (isolate, restart, return-to-service, close) "
+            "with null when it applies, else why it does not."
+        )
+    )
 
     class Meta(IncidentSerializer.Meta):
-        fields = [*IncidentSerializer.Meta.fields, "signals", "actions"]
+        fields = [*IncidentSerializer.Meta.fields, "operations", "signals", "actions"]
         read_only_fields = fields
+
+    def get_operations(self, incident) -> dict[str, str | None]:
+        return incident_operations(incident=incident)
+
+
+class IncidentCloseSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=2000, help_text=_("Why the incident is closed without a recovery (required).")
+    )

@@ -25,8 +25,8 @@ from efficiency.api import serializers
 from efficiency.choices import Role, SourceKind
 from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
 from efficiency.forms import TimeRange, time_range_from_request
-from efficiency.models import DataSource, Department, Quota, QuotaCycle, QuotaObjection
-from efficiency.scoping import sees_all_departments, user_role
+from efficiency.models import DataSource, Department, FaultSignal, Quota, QuotaCycle, QuotaObjection
+from efficiency.scoping import scope_queryset, sees_all_departments, user_role
 from efficiency.selectors import faults as fault_selectors
 from efficiency.selectors import quotas as quota_selectors
 from efficiency.selectors import usage
@@ -534,26 +534,45 @@ class QuotaOverviewView(APIView):
         return Response(serializers.QuotaOverviewSerializer({"cluster": cluster, **vars(overview)}).data)
 
 
-class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
-    """Incidents (scoped: a head sees their departments' jobs'); admins isolate, restart, close.
+class IncidentActionConflict(APIException):
+    """An incident action that does not apply in the incident's state (409, with the reason)."""
 
-    ``?status=open|recovering|resolved``, ``?category=<root cause>``, ``?job=<external id>``.
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = _("This action does not apply to the incident now.")
+    default_code = "incident_action_refused"
+
+
+class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
+    """Incidents (scoped: a head sees their departments' jobs' and those on their departments'
+    nodes); admins isolate the node, restart the job, return the node to service, close.
+
+    ``?status=open|recovering|resolved|closed``, ``?category=<root cause>``, ``?job=<external id>``.
+    An action that does not apply in the incident's state (see ``operations`` in the detail) is a
+    409 with the reason; closing needs ``{"reason": …}`` (else 400).
     """
 
     roles = FAULT_VIEWERS
-    action_roles = {"isolate": FAULT_OPERATORS, "restart": FAULT_OPERATORS, "resolve": FAULT_OPERATORS}
+    action_roles = dict.fromkeys(["isolate", "restart", "return_to_service", "close"], FAULT_OPERATORS)
     permission_classes = [IsAuthenticated, HasPortalRole]
     ordering_fields = ["occurred_at", "gpu_hours_lost"]
     ordering = ["-occurred_at"]
 
     def get_queryset(self):
-        incidents = fault_selectors.incident_list(user=self.request.user)
+        incidents = fault_selectors.incident_list(user=self.request.user).select_related("closed_by")
         for param, field in (("status", "status"), ("category", "category"), ("job", "job__external_id")):
             value = self.request.query_params.get(param)
             if value:
                 incidents = incidents.filter(**{field: value})
-        if self.action == "retrieve":
-            incidents = incidents.prefetch_related("signals__node", "signals__job", "actions__actor")
+        if self.action != "list":
+            incidents = incidents.prefetch_related(
+                Prefetch(
+                    "signals",
+                    queryset=scope_queryset(
+                        FaultSignal.objects.select_related("node", "job"), self.request.user
+                    ),
+                ),
+                "actions__actor",
+            )
         return incidents
 
     def get_serializer_class(self):
@@ -561,30 +580,49 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
             return serializers.IncidentSerializer
         return serializers.IncidentDetailSerializer
 
-    def _act(self, request, pk, service):
+    def _act(self, run):
         incident = self.get_object()
-        if service is fault_services.node_isolate and incident.node is None:
-            raise ValidationError({"detail": _("This incident has no suspected node.")})
-        if service is fault_services.job_restart_request and incident.job is None:
-            raise ValidationError({"detail": _("This incident has no job.")})
-        service(incident=incident, actor=request.user)
+        try:
+            run(incident)
+        except fault_services.IncidentActionRefused as refused:
+            raise IncidentActionConflict(refused.reason) from None
         incident = self.get_queryset().get(pk=incident.pk)
         return Response(serializers.IncidentDetailSerializer(incident).data)
 
     @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
     @action(detail=True, methods=["post"])
     def isolate(self, request, pk=None):
-        return self._act(request, pk, fault_services.node_isolate)
+        return self._act(lambda incident: fault_services.node_isolate(incident=incident, actor=request.user))
 
     @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
     @action(detail=True, methods=["post"])
     def restart(self, request, pk=None):
-        return self._act(request, pk, fault_services.job_restart_request)
+        return self._act(
+            lambda incident: fault_services.job_restart_request(incident=incident, actor=request.user)
+        )
 
     @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"], url_path="return-to-service")
+    def return_to_service(self, request, pk=None):
+        return self._act(
+            lambda incident: fault_services.node_return_to_service(
+                node=incident.node, incident=incident, actor=request.user
+            )
+        )
+
+    @extend_schema(
+        request=serializers.IncidentCloseSerializer, responses=serializers.IncidentDetailSerializer
+    )
     @action(detail=True, methods=["post"])
-    def resolve(self, request, pk=None):
-        return self._act(request, pk, fault_services.incident_resolve)
+    def close(self, request, pk=None):
+        body = serializers.IncidentCloseSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        reason = body.validated_data["reason"]
+        return self._act(
+            lambda incident: fault_services.incident_close(
+                incident=incident, reason=reason, actor=request.user
+            )
+        )
 
 
 class FaultSignalViewSet(viewsets.ReadOnlyModelViewSet):

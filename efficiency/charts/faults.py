@@ -6,7 +6,7 @@ wall-clock time as written, so callers convert times to the display time zone fi
 """
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -163,6 +163,7 @@ def incident_phases_figure(
     title: str,
     axis_label: str | None = None,
     now: datetime | None = None,
+    duration_text: Callable[[float], str] | None = None,
 ) -> go.Figure:
     """An incident's phases as a horizontal Gantt: one bar per phase, top-down in the given order.
 
@@ -171,10 +172,14 @@ def incident_phases_figure(
     bar runs to ``now`` when given, else to the latest time known in ``phases``; it is hatched,
     an arrowhead marks its open end (visible even when the bar has no length yet), and its
     duration reads "≥ …". An end before its start (clocks of two sources disagree) counts as 0.
+    ``duration_text`` writes a duration in the reader's language (default: English units).
     """
     known = [moment for _, start, end in phases for moment in (start, end) if moment is not None]
     open_until = now if now is not None else max(known, default=None)
-    bars = [_phase_bar(name, start, end, open_until=open_until) for name, start, end in phases]
+    text = duration_text or _duration_text
+    bars = [
+        _phase_bar(name, start, end, open_until=open_until, duration_text=text) for name, start, end in phases
+    ]
     names = [bar.name for bar in bars]
     bar_trace = go.Bar(
         name=title,
@@ -346,10 +351,17 @@ class _PhaseBar:
     end_text: str
 
 
-def _phase_bar(name: str, start: datetime, end: datetime | None, *, open_until: datetime | None) -> _PhaseBar:
+def _phase_bar(
+    name: str,
+    start: datetime,
+    end: datetime | None,
+    *,
+    open_until: datetime | None,
+    duration_text: Callable[[float], str],
+) -> _PhaseBar:
     shown_end = end if end is not None else max(start, open_until or start)
     duration_s = max(0.0, (shown_end - start).total_seconds())
-    duration_text = _duration_text(duration_s)
+    duration_text = duration_text(duration_s)
     return _PhaseBar(
         name=name,
         start=start,

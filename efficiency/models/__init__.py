@@ -7,6 +7,7 @@ from efficiency.models.faults import (
     FaultSignal,
     Incident,
     IncidentAction,
+    NodeStateChange,
 )
 from efficiency.models.inventory import Cluster, Department, DepartmentMapping, Gpu, Node
 from efficiency.models.jobs import Job
@@ -55,6 +56,7 @@ __all__ = [
     "NodeClassification",
     "NodeDay",
     "NodeHour",
+    "NodeStateChange",
     "Quota",
     "QuotaBacktest",
     "QuotaCycle",

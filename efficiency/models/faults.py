@@ -2,11 +2,24 @@
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
-from efficiency.choices import ActionKind, FaultCategory, IncidentStatus, Severity, SignalSource
+from efficiency.choices import ActionKind, FaultCategory, IncidentStatus, NodeState, Severity, SignalSource
+from efficiency.fault_messages import render
 from efficiency.models.inventory import Cluster, Department, Node
 from efficiency.models.jobs import Job
+
+# The phases of an incident, in the only order time allows.
+PHASES = ("occurred_at", "detected_at", "located_at", "restart_requested_at", "recovered_at")
+
+
+def _in_order(earlier: str, later: str) -> Q:
+    return (
+        Q(**{f"{earlier}__isnull": True})
+        | Q(**{f"{later}__isnull": True})
+        | Q(**{f"{later}__gte": F(earlier)})
+    )
 
 
 class Incident(models.Model):
@@ -14,8 +27,12 @@ class Incident(models.Model):
 
     Phase times: ``occurred_at`` (first evidence, by the log line's own clock), ``detected_at``
     (the portal saw it), ``located_at`` (root cause and place decided), ``restart_requested_at``,
-    ``recovered_at`` (the job or its resubmission makes progress again). MTTR = recovered -
+    ``recovered_at`` (the job or its resubmission makes progress again), never out of that order
+    (a constraint; the fault service stamps them through one function). MTTR = recovered -
     occurred. ``gpu_hours_lost`` = GPUs x (time since the last checkpoint + downtime).
+
+    Closing (``status`` closed: by a platform admin with a reason, or by the portal when the job
+    never ran again) ends an incident without a recovery: it has no ``recovered_at`` and no MTTR.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="incidents")
@@ -50,6 +67,16 @@ class Incident(models.Model):
     gpu_count = models.PositiveIntegerField(_("GPUs"), default=0)
     gpu_hours_lost = models.FloatField(_("GPU-hours lost"), null=True, blank=True)
     reasoning = models.JSONField(_("how it was located"), default=dict, blank=True)
+    closed_at = models.DateTimeField(_("closed"), null=True, blank=True)
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("closed by"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    close_reason = models.TextField(_("why it was closed"), blank=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
@@ -59,11 +86,36 @@ class Incident(models.Model):
         indexes = [
             models.Index(fields=["cluster", "-occurred_at"]),
             models.Index(fields=["department", "-occurred_at"]),
+            models.Index(fields=["node", "-occurred_at"]),
             models.Index(fields=["job", "status"]),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=_in_order(PHASES[0], PHASES[1])
+                & _in_order(PHASES[0], PHASES[2])
+                & _in_order(PHASES[0], PHASES[3])
+                & _in_order(PHASES[0], PHASES[4])
+                & _in_order(PHASES[1], PHASES[2])
+                & _in_order(PHASES[1], PHASES[3])
+                & _in_order(PHASES[1], PHASES[4])
+                & _in_order(PHASES[2], PHASES[3])
+                & _in_order(PHASES[2], PHASES[4])
+                & _in_order(PHASES[3], PHASES[4]),
+                name="incident_phases_in_order",
+                violation_error_message=_("An incident's phases must follow each other in time."),
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=IncidentStatus.CLOSED) | Q(recovered_at__isnull=True),
+                name="incident_closed_is_not_recovered",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.title
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in IncidentStatus.finished()
 
     @property
     def mttr_s(self) -> float | None:
@@ -107,7 +159,10 @@ class FaultSignal(models.Model):
     rank = models.IntegerField(null=True, blank=True)
     occurred_at = models.DateTimeField(_("occurred"))
     detected_at = models.DateTimeField(_("detected"))
+    # A log line as written; for a detector's or metric's finding, its English text, with the
+    # facts in ``facts`` (``{"code", "params"}``, efficiency.fault_messages) to show it in any language.
     message = models.TextField(_("evidence"))
+    facts = models.JSONField(_("facts"), default=dict, blank=True)
     location = models.CharField(_("where"), max_length=600, blank=True)
     incident = models.ForeignKey(
         Incident, null=True, blank=True, on_delete=models.SET_NULL, related_name="signals"
@@ -118,16 +173,25 @@ class FaultSignal(models.Model):
         verbose_name = _("fault signal")
         verbose_name_plural = _("fault signals")
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "evidence_key"], name="faultsignal_unique_evidence")
+            models.UniqueConstraint(fields=["cluster", "evidence_key"], name="faultsignal_unique_evidence"),
+            models.CheckConstraint(
+                condition=Q(detected_at__gte=F("occurred_at")), name="faultsignal_detected_after_occurred"
+            ),
         ]
         indexes = [
             models.Index(fields=["cluster", "occurred_at"]),
             models.Index(fields=["incident"]),
             models.Index(fields=["job", "occurred_at"]),
+            models.Index(fields=["node", "occurred_at"]),
         ]
 
     def __str__(self) -> str:
         return f"{self.signature_id} @ {self.occurred_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def text(self) -> str:
+        """The evidence in the reader's language (a log line as written)."""
+        return render(self.facts, self.message)
 
 
 class IncidentAction(models.Model):
@@ -138,7 +202,9 @@ class IncidentAction(models.Model):
     actuator = models.CharField(_("actuator"), max_length=100)
     dry_run = models.BooleanField(_("dry run"))
     ok = models.BooleanField(_("succeeded"))
+    # The outcome in English (logs, older clients); ``message`` holds it as facts for any language.
     summary = models.CharField(_("summary"), max_length=1000)
+    message = models.JSONField(_("message"), default=dict, blank=True)
     detail = models.TextField(_("detail"), blank=True)
     requested_at = models.DateTimeField(_("requested at"))
     duration_s = models.FloatField(_("duration (s)"), default=0)
@@ -153,6 +219,36 @@ class IncidentAction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {'ok' if self.ok else 'failed'}"
+
+    @property
+    def text(self) -> str:
+        """What was done, or would have been, in the reader's language."""
+        return render(self.message, self.summary)
+
+
+class NodeStateChange(models.Model):
+    """A change of a node's state in the portal's inventory: who or what made it, and for which
+    incident. Only real changes are recorded (a dry run changes nothing)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="state_changes")
+    at = models.DateTimeField(_("when"))
+    state = models.CharField(_("state"), max_length=20, choices=NodeState.choices)
+    previous_state = models.CharField(_("previous state"), max_length=20, choices=NodeState.choices)
+    incident = models.ForeignKey(
+        Incident, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_state_changes"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = _("node state change")
+        verbose_name_plural = _("node state changes")
+        indexes = [models.Index(fields=["node", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.previous_state} → {self.state}"
 
 
 class FaultPolicy(models.Model):
@@ -172,6 +268,10 @@ class FaultPolicy(models.Model):
         return self.get_category_display()
 
 
+# Closing is the portal's own bookkeeping: no actuator carries it out.
+ACTUATOR_ACTIONS = [(value, label) for value, label in ActionKind.choices if value != ActionKind.CLOSE]
+
+
 class ActuatorConfig(models.Model):
     """How an action reaches the outside world: a webhook or a command template.
 
@@ -180,7 +280,7 @@ class ActuatorConfig(models.Model):
     """
 
     name = models.CharField(_("name"), max_length=100, unique=True)
-    action = models.CharField(_("action"), max_length=20, choices=ActionKind.choices)
+    action = models.CharField(_("action"), max_length=20, choices=ACTUATOR_ACTIONS)
     config = models.JSONField(_("configuration"), default=dict)
     dry_run = models.BooleanField(
         _("dry run"), default=True, help_text=_("Log what would be done, do nothing.")

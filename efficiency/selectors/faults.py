@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from efficiency.analysis.faults.ettr import FaultLoss, ettr
 from efficiency.analysis.stats import percentile
+from efficiency.choices import IncidentStatus, NodeState
 from efficiency.forms import TimeRange
-from efficiency.models import FaultSignal, Incident, IncidentAction, Job
+from efficiency.models import FaultSignal, Incident, IncidentAction, Job, Node, NodeStateChange
 from efficiency.scoping import User, scope_queryset
 
 
@@ -23,12 +24,16 @@ def incident_list(*, user: User, time_range: TimeRange | None = None) -> QuerySe
 
 
 def incident_get(*, user: User, pk: int) -> Incident:
-    """An incident with its evidence (in time order) and actions."""
+    """An incident with the evidence the user may see (in time order) and its actions."""
     return (
         incident_list(user=user)
+        .select_related("closed_by")
         .prefetch_related(
             Prefetch(
-                "signals", queryset=FaultSignal.objects.select_related("node").order_by("occurred_at", "pk")
+                "signals",
+                queryset=scope_queryset(FaultSignal.objects.select_related("node"), user).order_by(
+                    "occurred_at", "pk"
+                ),
             ),
             Prefetch(
                 "actions",
@@ -46,10 +51,49 @@ def fault_signal_list(*, user: User, time_range: TimeRange) -> QuerySet[FaultSig
     )
 
 
+@dataclass(frozen=True)
+class NodeFaultState:
+    """A node's fault side for its page: the incident it is isolated for, its recent incidents and
+    its state history, as far as the user may see them."""
+
+    isolating_incident: Incident | None
+    incidents: list[Incident]
+    history: list[NodeStateChange]
+
+
+def node_isolating_incident(*, node: Node) -> Incident | None:
+    """The incident a node was isolated for: the one its history names, else its latest incident."""
+    change = node.state_changes.filter(state=NodeState.ISOLATED, incident__isnull=False).first()
+    if change is not None:
+        return change.incident
+    return node.incidents.order_by("-occurred_at").first()
+
+
+def node_fault_state(*, user: User, node: Node, limit: int = 10) -> NodeFaultState:
+    """What the node page shows of faults (efficiency.templatetags.faults)."""
+    visible = incident_list(user=user).filter(node=node)
+    isolating = None
+    if node.state == NodeState.ISOLATED:
+        candidate = node_isolating_incident(node=node)
+        isolating = visible.filter(pk=candidate.pk).first() if candidate else None
+    history = scope_queryset(NodeStateChange.objects.filter(node=node), user).select_related(
+        "actor", "incident"
+    )
+    return NodeFaultState(
+        isolating_incident=isolating,
+        incidents=list(visible.select_related(None).select_related("job")[:limit]),
+        history=list(history[:limit]),
+    )
+
+
 @dataclass
 class FaultSummary:
+    """``resolved``: incidents that recovered (the job ran again); ``closed``: ended without a
+    recovery, in no MTTR."""
+
     incidents: int = 0
     resolved: int = 0
+    closed: int = 0
     mttr_median_s: float | None = None
     detect_median_s: float | None = None
     locate_median_s: float | None = None
@@ -72,6 +116,8 @@ def fault_summary(incidents: list[Incident]) -> FaultSummary:
         if incident.mttr_s is not None:
             summary.resolved += 1
             mttr.append(incident.mttr_s)
+        elif incident.status == IncidentStatus.CLOSED:
+            summary.closed += 1
     summary.mttr_median_s = percentile(mttr, 50)
     summary.detect_median_s = percentile(detect, 50)
     summary.locate_median_s = percentile(locate, 50)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from efficiency.actuators.command import SLURM_DRAIN, SLURM_REQUEUE
+from efficiency.actuators.command import SLURM_DRAIN, SLURM_REQUEUE, SLURM_RESUME
 from efficiency.choices import ActionKind, JobSource, SourceKind
 from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.slurm import parse_sacct
@@ -28,6 +28,7 @@ from efficiency.services.faults import (
     fault_policies_ensure,
     fault_scan_source,
     incident_policy_apply,
+    incidents_group,
     incidents_refresh,
 )
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
@@ -41,6 +42,10 @@ logger = logging.getLogger(__name__)
 DEMO_COMMITTEE_USERNAME = "committee"  # demo_organisation_create makes this login
 LOG_HISTORY_STEP = timedelta(minutes=15)
 DETECT_EVERY = timedelta(hours=6)  # progress detectors over the history (live: every minute)
+# How long after its evidence the live demo sees a fault: the log source is read every 15 s, the
+# progress detectors run every minute. The replay stamps detection by these, not by its steps.
+LOG_SCAN_LATENCY = timedelta(seconds=15)
+DETECTOR_LATENCY = timedelta(minutes=1)
 LOG_DAYS = 2  # job logs are bulky: the demo keeps the last two days of them
 SACCT_WINDOW = timedelta(days=2)
 
@@ -126,28 +131,34 @@ def demo_history_backfill(
 ) -> dict[str, int]:
     """Feed the simulator's history up to ``until`` through the production parse/ingest path.
 
+    The scheduler's job records go first, so that a fault seen in the metrics finds the job it
+    hit; each exporter page is ingested at its own time and the faults in it are grouped, located
+    and acted on at that simulated moment, as the live portal would have.
     ``progress(phase, fraction_of_phase)`` is told how far it got (demo_status.PHASES).
     """
     progress = progress or (lambda phase, fraction: None)
     start = sim.start
     counts = {"pages": 0, "samples": 0, "jobs": 0}
+    progress("jobs", 0.0)
+    fault_policies_ensure()
+    demo_actuators_ensure()
+    jobs = parse_sacct(sim.sacct_text(start, until, timezone=UTC), timezone=UTC)
+    counts["jobs"] = jobs_ingest(
+        cluster=cluster, source=JobSource.SLURM, records=jobs.records, now=until
+    ).stored
     at = start
     while at < until:
         readings = gpu_readings_from_exposition(sim.exposition(at), scrape_time_ms=int(at.timestamp() * 1000))
         result = gpu_readings_ingest(
-            cluster=cluster, readings=readings.records, interval_s=int(step.total_seconds()), now=until
+            cluster=cluster, readings=readings.records, interval_s=int(step.total_seconds()), now=at
         )
+        _faults_act(cluster, at=at)
         counts["pages"] += 1
         counts["samples"] += result.stored
         at += step
         if counts["pages"] % 288 == 0:
             logger.info("demo backfill: %s of history done", at - start)
             progress("samples", (at - start) / (until - start))
-    progress("jobs", 0.0)
-    jobs = parse_sacct(sim.sacct_text(start, until, timezone=UTC), timezone=UTC)
-    counts["jobs"] = jobs_ingest(
-        cluster=cluster, source=JobSource.SLURM, records=jobs.records, now=until
-    ).stored
     _logs_history_collect(
         sim,
         cluster=cluster,
@@ -165,6 +176,18 @@ def demo_history_backfill(
     progress("quotas", 0.0)
     demo_quota_history(cluster=cluster, history_start=start, now=until)
     return counts
+
+
+def _faults_act(cluster: Cluster, *, at: datetime) -> None:
+    """What the live portal does with faults, at the simulated moment ``at``: group new evidence,
+    run the policy of each incident located meanwhile at the moment it was located (live, the
+    policy runs right after), and mark incidents recovered or closed."""
+    incidents_group(cluster=cluster, now=at)
+    for incident in Incident.objects.filter(cluster=cluster, actions__isnull=True).select_related(
+        "node", "job", "cluster"
+    ):
+        incident_policy_apply(incident=incident, now=incident.located_at or at)
+    incidents_refresh(cluster=cluster, now=at)
 
 
 def demo_quota_history(*, cluster: Cluster, history_start: datetime, now: datetime) -> None:
@@ -204,10 +227,9 @@ def _logs_history_collect(
     progress: Callable[[float], None] = lambda fraction: None,
 ) -> None:
     """Write the last days' logs in steps, collecting and scanning after each as the live
-    demo does, so that faults in the history were detected when their lines were written."""
+    demo does; faults are stamped detected when the live demo would have seen them (the line's
+    time plus ``LOG_SCAN_LATENCY``), not at the end of their step."""
     source = next(s for s in demo_sources_ensure(cluster=cluster) if s.kind == SourceKind.LOG_FILES)
-    fault_policies_ensure()
-    demo_actuators_ensure()
     at, last_detect = since, since
     while at < until:
         step_end = min(until, at + LOG_HISTORY_STEP)
@@ -216,24 +238,28 @@ def _logs_history_collect(
         source.running_since = None
         source.save(update_fields=["running_since"])
         source_collect(source_id=source.pk, now=step_end)
-        fault_scan_source(source=source, now=step_end)
-        for incident in Incident.objects.filter(cluster=cluster, actions__isnull=True).select_related(
-            "node", "job"
-        ):
-            incident_policy_apply(incident=incident, now=step_end)
-        incidents_refresh(cluster=cluster, now=step_end)
+        fault_scan_source(source=source, now=step_end, seen_after=LOG_SCAN_LATENCY)
         if step_end - last_detect >= DETECT_EVERY or step_end == until:
-            fault_detect_jobs(cluster=cluster, now=step_end)
+            fault_detect_jobs(cluster=cluster, now=step_end, seen_after=DETECTOR_LATENCY)
             last_detect = step_end
+        _faults_act(cluster, at=step_end)
         at = step_end
         progress((at - since) / (until - since))
 
 
 def demo_actuators_ensure() -> None:
-    """The demo's actuators, in dry run: Slurm drain and requeue as a real cluster would use."""
+    """The demo's actuators, in dry run: Slurm drain, requeue and resume as a real cluster would
+    use, and a chat webhook for notifications. In dry run they change nothing (the inventory
+    included): the incident pages show what they would have run."""
     specs = [
         ("slurm-drain", ActionKind.ISOLATE_NODE, {"type": "command", "argv": list(SLURM_DRAIN)}),
         ("slurm-requeue", ActionKind.RESTART_JOB, {"type": "command", "argv": list(SLURM_REQUEUE)}),
+        ("slurm-resume", ActionKind.RESUME_NODE, {"type": "command", "argv": list(SLURM_RESUME)}),
+        (
+            "chat-notify",
+            ActionKind.NOTIFY,
+            {"type": "webhook", "url": "https://chat.example.com/hooks/gpu-faults"},
+        ),
     ]
     for name, action, config in specs:
         ActuatorConfig.objects.get_or_create(

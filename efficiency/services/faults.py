@@ -10,6 +10,20 @@ report one (they never entered the collective) → the category's ``FaultPolicy`
 node, requests a restart from the last checkpoint and notifies, through the configured actuators
 (each call and its outcome logged on the incident) → ``incidents_refresh`` marks an incident
 recovered when the job, or its resubmission, runs again, and computes the GPU-hours lost.
+
+The rules of trust (DESIGN.md) hold here, each in one place:
+
+- *Time only moves forward in an incident*: every phase is stamped through ``_phase_stamp``.
+- *One fault seen by several signal paths is one incident*: ``_incident_for`` joins evidence on the
+  same node (and GPU) within ``SAME_FAULT_WINDOW`` to the incident that already holds the fault.
+- *Closing is not recovering*: ``incident_close`` ends an incident without a recovery time.
+- *Dry run changes nothing* but the log: ``_carry_out`` says whether an action was really done, and
+  only then does the inventory or an incident's phase change. With no actuator configured for an
+  action, the automatic policy does nothing (and logs so), while a platform admin's own action is
+  recorded as done by hand: the admin is the actuator.
+
+Which operations an incident offers in its state is ``incident_operations``, used by the page, the
+API and the services themselves (an operation that does not apply raises ``IncidentActionRefused``).
 """
 
 import logging
@@ -22,6 +36,7 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.db.models import Avg, Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from efficiency.actuators import ActionRequest, actuator_from_config
 from efficiency.analysis.faults.detectors import (
@@ -45,6 +60,7 @@ from efficiency.choices import (
     SignalSource,
     SourceKind,
 )
+from efficiency.fault_messages import message, render_english
 from efficiency.models import (
     ActuatorConfig,
     Cluster,
@@ -58,8 +74,10 @@ from efficiency.models import (
     Job,
     LogChunk,
     Node,
+    NodeStateChange,
 )
-from efficiency.selectors.faults import rollback_s
+from efficiency.models.faults import PHASES
+from efficiency.selectors.faults import node_isolating_incident, rollback_s
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +99,17 @@ ROOT_PRIORITY = [
 NOT_INCIDENTS = {FaultCategory.NCCL_SOCKET_FALLBACK}
 # Signals this close to an open incident of the same job belong to it.
 INCIDENT_WINDOW = timedelta(hours=6)
+# Evidence about a node's hardware this close in time, on the same node and GPU, is one fault seen
+# by several paths (the kernel's line, the exporter's Xid count, the last-Xid field, the ECC counter).
+SAME_FAULT_WINDOW = timedelta(minutes=10)
+# A job that does not run again (requeued or resubmitted) this long after it ended is not coming back.
+RUN_AGAIN_WITHIN = timedelta(days=1)
+NODE_FAULTS = {
+    FaultCategory.HARDWARE_GPU,
+    FaultCategory.HARDWARE_MEMORY_ECC,
+    FaultCategory.NVLINK,
+    FaultCategory.NETWORK_RDMA,
+}
 SCAN_BATCH = 500
 
 
@@ -98,8 +127,14 @@ def fault_scan_sources(*, now: datetime | None = None) -> dict[str, ScanSummary]
     return {str(source): fault_scan_source(source=source, now=now) for source in sources}
 
 
-def fault_scan_source(*, source: DataSource, now: datetime | None = None) -> ScanSummary:
-    """Scan the log chunks of ``source`` stored since the last scan, then group and act."""
+def fault_scan_source(
+    *, source: DataSource, now: datetime | None = None, seen_after: timedelta | None = None
+) -> ScanSummary:
+    """Scan the log chunks of ``source`` stored since the last scan, then group and act.
+
+    ``seen_after`` is for replays of history (the demo): each line is stamped detected that long
+    after it was written, as the live portal would have seen it, instead of at ``now``.
+    """
     now = now or timezone.now()
     line_zone = ZoneInfo(source.config.get("timezone", "UTC"))
     chunks_seen = signals_stored = 0
@@ -114,7 +149,7 @@ def fault_scan_source(*, source: DataSource, now: datetime | None = None) -> Sca
             if not chunks:
                 break
             signals = _signals_from_chunks(source, chunks, now=now, line_zone=line_zone)
-            signals_stored += _signals_store(source.cluster, signals, now=now)
+            signals_stored += _signals_store(source.cluster, signals, now=now, seen_after=seen_after)
             chunks_seen += len(chunks)
             cursor.last_chunk_id = chunks[-1].pk
             cursor.scanned_at = now
@@ -159,7 +194,6 @@ def _signals_from_chunks(
                     node=node,
                     rank=rank,
                     occurred_at=occurred,
-                    detected_at=now,
                     message=finding.text[:1000],
                     location=f"{chunk.stream}@{finding.offset}"[:600],
                 )
@@ -188,9 +222,12 @@ def _job_on_node(node: Node, at: datetime) -> Job | None:
 # --- Detectors on progress (iteration lines) ------------------------------------------------------
 
 PROGRESS_LOOKBACK = timedelta(hours=12)
+SUSTAINED = 3  # slow iterations in a row that make a slowdown
 
 
-def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
+def fault_detect_jobs(
+    *, cluster: Cluster, now: datetime | None = None, seen_after: timedelta | None = None
+) -> int:
     """Run the progress detectors over recent jobs' iteration lines; store what they find.
 
     *Slowdown*: iteration time sustained 30% above the job's own baseline (a straggler in
@@ -199,7 +236,8 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
     median iterations while other jobs' logs move on. *Loss spike*: a loss above its rolling
     median + 6 robust standard deviations (NaN/Inf lines are the scanner's, with the line).
     *GPUs flat*: every GPU of a running training job below 1% SM activity for ten minutes.
-    Returns how many new signals were stored.
+    Returns how many new signals were stored. ``seen_after``: as in ``fault_scan_source``, for a
+    replay; a finding is then detected that long after its evidence was complete.
     """
     now = now or timezone.now()
     jobs = (
@@ -217,13 +255,15 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
         if len(series) < 10:
             continue
         samples = [(p.iteration, p.iteration_time_s) for p in series if p.iteration_time_s]
-        for slow in detect_slowdown(samples, baseline_steps=10, threshold_pct=30, sustained_steps=3):
+        for slow in detect_slowdown(samples, baseline_steps=10, threshold_pct=30, sustained_steps=SUSTAINED):
             at = next(p.timestamp for p in series if p.iteration == slow.start_step)
+            # Complete once it was sustained: the line of its SUSTAINED-th slow iteration.
+            seen = [p.timestamp for p in series if p.iteration >= slow.start_step][:SUSTAINED][-1]
             node = _straggler_node(job, at, now)
+            facts = message("slowdown", median_s=slow.median_s, step=slow.start_step, ratio=slow.ratio,
+                            baseline_s=slow.baseline_s)  # fmt: skip
             signals.append(_detector_signal(
-                job, "slowdown", FaultCategory.SLOWDOWN, Severity.WARNING, at, now, node,
-                f"iteration time {slow.median_s:.2f} s from iteration {slow.start_step}, "
-                f"{slow.ratio:.2f}x the job's baseline of {slow.baseline_s:.2f} s",
+                job, "slowdown", FaultCategory.SLOWDOWN, Severity.WARNING, at, seen, node, facts,
                 key=f"slowdown:{slow.start_step}",
             ))  # fmt: skip
         losses = [(p.iteration, p.loss) for p in series if p.loss is not None]
@@ -231,39 +271,32 @@ def fault_detect_jobs(*, cluster: Cluster, now: datetime | None = None) -> int:
             if anomaly.kind != SPIKE:
                 continue  # NaN / Inf lines are the scanner's (loss-nan-inf), with the line itself
             at = next(p.timestamp for p in series if p.iteration == anomaly.first_step)
-            message = (
-                f"loss {anomaly.peak_loss:.4g} at iteration {anomaly.first_step}, above the robust limit "
-                f"{anomaly.threshold:.4g} (rolling median {anomaly.median:.4g})"
-            )
+            facts = message("loss_spike", loss=anomaly.peak_loss, step=anomaly.first_step,
+                            limit=anomaly.threshold, median=anomaly.median)  # fmt: skip
             signals.append(_detector_signal(
-                job, "loss-spike", FaultCategory.LOSS_NAN_INF, Severity.WARNING, at, now, None, message,
+                job, "loss-spike", FaultCategory.LOSS_NAN_INF, Severity.WARNING, at, at, None, facts,
                 key=f"loss-spike:{anomaly.first_step}",
             ))  # fmt: skip
         if job.ended_at is None:
             flat = _flat_gpus(job, now=now)
             if flat is not None:
-                message = (
-                    f"SM activity of all {len(flat.gpus)} GPUs below 1% for {flat.flat_s:.0f} s "
-                    f"(highest {flat.peak_pct:.2f}%)"
-                )
+                facts = message("gpus_flat", gpus=len(flat.gpus), flat_s=flat.flat_s, peak_pct=flat.peak_pct)
                 signals.append(_detector_signal(
-                    job, "gpus-flat", FaultCategory.NCCL_TIMEOUT_HANG, Severity.ERROR, flat.since, now, None,
-                    message, key=f"flat:{flat.since.isoformat()}",
+                    job, "gpus-flat", FaultCategory.NCCL_TIMEOUT_HANG, Severity.ERROR, flat.since,
+                    flat.since + FLAT_WINDOW, None, facts, key=f"flat:{flat.since.isoformat()}",
                 ))  # fmt: skip
             # Jobs log every few iterations: silence is judged against the gap between lines.
             gaps = [(b.timestamp - a.timestamp).total_seconds() for a, b in pairwise(series)]
             median_s = percentile([gap for gap in gaps if gap > 0], 50) or 0.0
             hang = detect_hang({0: series[-1].timestamp}, now=log_clock, median_iteration_s=median_s)
             if hang is not None:
-                message = (
-                    f"no iteration logged for {hang.silent_s:.0f} s "
-                    f"({hang.threshold_s:.0f} s = 10 median intervals between its iteration lines)"
-                )
+                facts = message("no_progress", silent_s=hang.silent_s, threshold_s=hang.threshold_s)
                 signals.append(_detector_signal(
-                    job, "no-progress", FaultCategory.NCCL_TIMEOUT_HANG, Severity.ERROR, hang.since, now,
-                    None, message, key=f"hang:{hang.since.isoformat()}",
+                    job, "no-progress", FaultCategory.NCCL_TIMEOUT_HANG, Severity.ERROR, hang.since,
+                    hang.since + timedelta(seconds=hang.threshold_s), None, facts,
+                    key=f"hang:{hang.since.isoformat()}",
                 ))  # fmt: skip
-    stored = _signals_store(cluster, signals, now=now)
+    stored = _signals_store(cluster, signals, now=now, seen_after=seen_after)
     if stored:
         incidents_group(cluster=cluster, now=now)
     return stored
@@ -277,7 +310,8 @@ def fault_detect_metrics(
     (``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL``) goes up.
 
     The Xid field holds only the *last* Xid, so the same code twice in a row is one signal; the
-    kernel log line (scanned separately) is the record of every occurrence.
+    kernel log line (scanned separately) is the record of every occurrence. A GPU's first sample in
+    the window is its baseline: a code that was already set when the window began is not new.
     """
     now = now or timezone.now()
     rows = (
@@ -294,14 +328,15 @@ def fault_detect_metrics(
             ecc_before = previous_ecc.get((node_id, gpu))
             previous_ecc[(node_id, gpu)] = ecc
             if ecc_before is not None and ecc > ecc_before:
-                signals.append(_ecc_signal(cluster, nodes[node_id], gpu, ts, now, ecc - ecc_before))
+                signals.append(_ecc_signal(cluster, nodes[node_id], gpu, ts, ecc - ecc_before))
+        first = (node_id, gpu) not in previous
         before = previous.get((node_id, gpu))
         previous[(node_id, gpu)] = xid
-        if not xid or xid == before:
+        if first or not xid or xid == before:
             continue
-        message = f"DCGM_FI_DEV_XID_ERRORS = {xid} on GPU {gpu}"
+        facts = message("metric_xid_last", xid=xid, gpu=gpu)
         key = f"metric:xid:{node_id}:{gpu}:{ts.isoformat()}"
-        signals.append(_metric_xid_signal(cluster, nodes[node_id], gpu, xid, ts, now, key, message))
+        signals.append(_metric_xid_signal(cluster, nodes[node_id], gpu, xid, ts, key, facts))
     stored = _signals_store(cluster, signals, now=now)
     if stored:
         incidents_group(cluster=cluster, now=now)
@@ -321,9 +356,9 @@ def xid_count_signals_record(
     signals = []
     for node_id, gpu, xid, ts_ms in events:
         at = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-        message = f'DCGM_EXP_XID_ERRORS_COUNT{{xid="{xid}"}} > 0 on GPU {gpu}'
+        facts = message("metric_xid_count", xid=xid, gpu=gpu)
         key = f"metric:xidcount:{node_id}:{gpu}:{xid}:{ts_ms // XID_COUNT_BUCKET_MS}"
-        signals.append(_metric_xid_signal(cluster, nodes[node_id], gpu, xid, at, now, key, message))
+        signals.append(_metric_xid_signal(cluster, nodes[node_id], gpu, xid, at, key, facts))
     stored = _signals_store(cluster, signals, now=now)
     if stored:
         transaction.on_commit(lambda: _enqueue_grouping(cluster.pk))
@@ -336,7 +371,7 @@ def _enqueue_grouping(cluster_id: int) -> None:
     incidents_group_task.delay(cluster_id)
 
 
-def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, now, key: str, message: str):
+def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, key: str, facts: dict):
     """A signal for an Xid the metrics report on a GPU, classified by the signature catalog."""
     signature = SIGNATURES_BY_ID.get(f"xid-{xid}") or SIGNATURES_BY_ID["xid-other"]
     job = _job_on_node(node, at)
@@ -353,14 +388,15 @@ def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, no
         node=node,
         gpu_index=gpu,
         occurred_at=at,
-        detected_at=now,
-        message=message,
+        message=render_english(facts),
+        facts=facts,
         location=f"{node.hostname}/gpu{gpu}",
     )
 
 
-def _ecc_signal(cluster, node: Node, gpu: int, at: datetime, now: datetime, new_errors: float) -> FaultSignal:
+def _ecc_signal(cluster, node: Node, gpu: int, at: datetime, new_errors: float) -> FaultSignal:
     job = _job_on_node(node, at)
+    facts = message("metric_ecc_dbe", errors=new_errors, gpu=gpu)
     return FaultSignal(
         cluster=cluster,
         evidence_key=f"metric:ecc-dbe:{node.pk}:{gpu}:{at.isoformat()}",
@@ -374,18 +410,38 @@ def _ecc_signal(cluster, node: Node, gpu: int, at: datetime, now: datetime, new_
         node=node,
         gpu_index=gpu,
         occurred_at=at,
-        detected_at=now,
-        message=f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL rose by {new_errors:g} on GPU {gpu}",
+        message=render_english(facts),
+        facts=facts,
         location=f"{node.hostname}/gpu{gpu}",
     )
 
 
-def _signals_store(cluster: Cluster, signals: list[FaultSignal], *, now: datetime) -> int:
-    """Store signals, each evidence once; returns how many were new. (``ignore_conflicts``
-    returns every object passed, so count what the table gained at this ``now``.)"""
-    before = FaultSignal.objects.filter(cluster=cluster, detected_at=now).count()
-    FaultSignal.objects.bulk_create(signals, ignore_conflicts=True)
-    return FaultSignal.objects.filter(cluster=cluster, detected_at=now).count() - before
+def _signals_store(
+    cluster: Cluster, signals: list[FaultSignal], *, now: datetime, seen_after: timedelta | None = None
+) -> int:
+    """Store signals, each evidence once, stamped detected; returns how many were new.
+
+    Detected is ``now``, when the portal saw the evidence. In a replay (``seen_after``) it is when
+    the live portal would have: that long after the evidence was complete (a detector's
+    ``seen_at``, else the moment it occurred), never before it occurred and never after ``now``.
+    """
+    fresh: dict[str, FaultSignal] = {}
+    for signal in signals:
+        signal.occurred_at = min(signal.occurred_at, now)
+        if seen_after is None:
+            signal.detected_at = now
+        else:
+            seen_at = max(signal.occurred_at, getattr(signal, "seen_at", signal.occurred_at))
+            signal.detected_at = min(now, seen_at + seen_after)
+        fresh.setdefault(signal.evidence_key, signal)
+    known = set(
+        FaultSignal.objects.filter(cluster=cluster, evidence_key__in=list(fresh)).values_list(
+            "evidence_key", flat=True
+        )
+    )
+    new = [signal for key, signal in fresh.items() if key not in known]
+    FaultSignal.objects.bulk_create(new, ignore_conflicts=True)
+    return len(new)
 
 
 def _progress(job: Job, *, since: datetime) -> list:
@@ -441,8 +497,9 @@ def _straggler_node(job: Job, since: datetime, now: datetime) -> Node | None:
     return next((n for n in nodes if n.pk == node_id), None) if abs(value - middle) > 3 * spread else None
 
 
-def _detector_signal(job, signature, category, severity, at, now, node, message, *, key) -> FaultSignal:
-    return FaultSignal(
+def _detector_signal(job, signature, category, severity, at, seen_at, node, facts, *, key) -> FaultSignal:
+    """A detector's finding about ``job`` that began ``at`` and was complete at ``seen_at``."""
+    signal = FaultSignal(
         cluster_id=job.cluster_id,
         evidence_key=f"det:{job.pk}:{key}"[:600],
         source=SignalSource.DETECTOR,
@@ -452,19 +509,23 @@ def _detector_signal(job, signature, category, severity, at, now, node, message,
         job=job,
         department_id=job.department_id,
         node=node,
-        occurred_at=min(at, now),
-        detected_at=now,
-        message=message,
+        occurred_at=at,
+        message=render_english(facts),
+        facts=facts,
     )
+    signal.seen_at = seen_at  # not stored: read by _signals_store for a replay's detection time
+    return signal
 
 
 # --- Incidents ----------------------------------------------------------------------------------
 
 
 def incidents_group(*, cluster: Cluster, now: datetime | None = None) -> int:
-    """Attach unassigned signals to their job's open incident or open one; locate; act.
+    """Attach each unassigned signal to the incident of its fault, or open one; locate; act.
 
-    Returns how many incidents were opened.
+    Signals are taken one by one in the order they occurred (``_incident_for`` says where each
+    belongs), so that evidence grouped late, or many days of it at once, still goes to the fault it
+    belongs to. Returns how many incidents were opened.
     """
     now = now or timezone.now()
     pending = list(
@@ -473,52 +534,112 @@ def incidents_group(*, cluster: Cluster, now: datetime | None = None) -> int:
         .select_related("job", "node")
         .order_by("occurred_at", "pk")
     )
-    groups: dict[tuple, list[FaultSignal]] = defaultdict(list)
-    for signal in pending:
-        key = ("job", signal.job_id) if signal.job_id else ("node", signal.node_id)
-        groups[key].append(signal)
     opened = 0
-    for (kind, ident), signals in groups.items():
+    touched: dict[int, Incident] = {}
+    for signal in pending:
         with transaction.atomic():
-            incident = _open_incident_for(cluster, kind, ident, signals[0].occurred_at)
+            incident = _incident_for(signal)
             if incident is None:
-                incident = _incident_create(cluster, signals, now=now)
+                incident = _incident_create(cluster, signal)
                 opened += 1
-            FaultSignal.objects.filter(pk__in=[s.pk for s in signals]).update(incident=incident)
-            changed = _locate(incident, now=now)
-            if changed:
+            elif incident.job_id is None and signal.job_id is not None:
+                # The scheduler's record of the job came after the first evidence: the job was hit.
+                job = signal.job
+                incident.job, incident.department_id, incident.gpu_count = (
+                    job,
+                    job.department_id,
+                    job.gpu_count,
+                )
+                incident.save(update_fields=["job", "department", "gpu_count", "updated_at"])
+            FaultSignal.objects.filter(pk=signal.pk).update(incident=incident)
+            touched[incident.pk] = incident
+    for incident in touched.values():
+        with transaction.atomic():
+            if _locate(incident):
                 transaction.on_commit(lambda pk=incident.pk: _enqueue_policy(pk))
     return opened
 
 
-def _open_incident_for(cluster: Cluster, kind: str, ident, occurred: datetime) -> Incident | None:
-    incidents = Incident.objects.filter(cluster=cluster, occurred_at__gte=occurred - INCIDENT_WINDOW)
-    incidents = (
-        incidents.filter(job_id=ident) if kind == "job" else incidents.filter(job__isnull=True, node_id=ident)
+def _incident_for(signal: FaultSignal) -> Incident | None:
+    """The incident a new signal belongs to, if any.
+
+    1. The same fault seen by another path: hardware evidence (or any evidence with no job) on the
+       same node and GPU within ``SAME_FAULT_WINDOW`` of evidence already in an incident.
+    2. The job's incident: its latest one not yet over, within ``INCIDENT_WINDOW``.
+    3. With no job: the node's latest incident without a job not yet over, within the window.
+    """
+    if signal.node_id is not None and (signal.job_id is None or signal.category in NODE_FAULTS):
+        nearby = (
+            FaultSignal.objects.filter(
+                cluster_id=signal.cluster_id,
+                node_id=signal.node_id,
+                incident__isnull=False,
+                occurred_at__gte=signal.occurred_at - SAME_FAULT_WINDOW,
+                occurred_at__lte=signal.occurred_at + SAME_FAULT_WINDOW,
+            )
+            .filter(Q(job__isnull=True) | Q(category__in=NODE_FAULTS))
+            .select_related("incident")
+        )
+        if signal.gpu_index is not None:
+            nearby = nearby.filter(Q(gpu_index__isnull=True) | Q(gpu_index=signal.gpu_index))
+        closest = min(nearby, key=lambda s: abs(s.occurred_at - signal.occurred_at), default=None)
+        if closest is not None:
+            return closest.incident
+    recent = (
+        Incident.objects.filter(
+            cluster_id=signal.cluster_id, occurred_at__gte=signal.occurred_at - INCIDENT_WINDOW
+        )
+        .exclude(status__in=IncidentStatus.finished())
+        .order_by("-occurred_at")
     )
-    return incidents.exclude(status=IncidentStatus.RESOLVED).order_by("-occurred_at").first()
+    if signal.job_id is not None:
+        return recent.filter(job_id=signal.job_id).first()
+    return recent.filter(job__isnull=True, node_id=signal.node_id).first()
 
 
-def _incident_create(cluster: Cluster, signals: list[FaultSignal], *, now: datetime) -> Incident:
-    first = signals[0]
-    job = first.job
+def _incident_create(cluster: Cluster, signal: FaultSignal) -> Incident:
+    job = signal.job
     return Incident.objects.create(
         cluster=cluster,
         job=job,
         department_id=job.department_id if job else None,
-        node=first.node,
-        category=first.category,
-        severity=first.severity,
-        code=first.code,
-        title=first.signature_id,
-        occurred_at=min(s.occurred_at for s in signals),
-        detected_at=min(s.detected_at for s in signals),
-        gpu_count=job.gpu_count if job else (first.node.gpu_count if first.node else 0),
+        node=signal.node,
+        gpu_index=signal.gpu_index,
+        category=signal.category,
+        severity=signal.severity,
+        code=signal.code,
+        title=signal.signature_id,
+        occurred_at=signal.occurred_at,
+        detected_at=signal.detected_at,
+        gpu_count=job.gpu_count if job else (signal.node.gpu_count if signal.node else 0),
     )
 
 
-def _locate(incident: Incident, *, now: datetime) -> bool:
-    """Decide the root cause and its place from all the incident's signals; True when it changed."""
+def _phase_stamp(incident: Incident, phase: str, at: datetime) -> None:
+    """Set one phase of ``incident`` to ``at``, kept between the phases already stamped around it.
+
+    Time only moves forward in an incident (DESIGN.md), whatever order evidence and actions come
+    in: a job the scheduler requeued before the portal asked recovered, for the record, when the
+    restart was requested; evidence detected late is not located before it was detected. The
+    database refuses phases out of order (``incident_phases_in_order``).
+    """
+    index = PHASES.index(phase)
+    before = [moment for name in PHASES[:index] if (moment := getattr(incident, name)) is not None]
+    after = [moment for name in PHASES[index + 1 :] if (moment := getattr(incident, name)) is not None]
+    if before:
+        at = max(at, *before)
+    if after:
+        at = min(at, *after)
+    setattr(incident, phase, at)
+
+
+def _locate(incident: Incident) -> bool:
+    """Decide the root cause and its place from all the incident's signals; True when it changed.
+
+    Located is when the portal had the evidence that decided it: the root signal's detection (for
+    a hang located by its silent ranks, the last timeout's), so a replay or a late grouping stamps
+    the moment the live portal located it.
+    """
     signals = list(incident.signals.select_related("node").order_by("occurred_at", "pk"))
     if not signals:
         return False
@@ -526,10 +647,11 @@ def _locate(incident: Incident, *, now: datetime) -> bool:
     root = min(signals, key=lambda s: (rank_of.get(s.category, len(ROOT_PRIORITY)), s.occurred_at, s.pk))
     reasoning = {
         "root_signal": root.pk,
-        "why": "most fundamental category present, earliest of it",
+        "why": "most_fundamental",
         "categories": sorted({s.category for s in signals}),
         "signals": len(signals),
     }
+    decided_at = root.detected_at
     node, rank = root.node, root.rank
     if rank is None:
         # A kernel line names the node, not the rank: take it from the same fault's CUDA error.
@@ -546,8 +668,9 @@ def _locate(incident: Incident, *, now: datetime) -> bool:
         if silent:
             rank = silent[0]
             node = _node_of_rank(incident.job, rank) or node
-            reasoning["why"] = "the ranks that reported no watchdog timeout never entered the collective"
+            reasoning["why"] = "silent_ranks"
             reasoning["silent_ranks"] = silent
+            decided_at = max(s.detected_at for s in signals if s.category == FaultCategory.NCCL_TIMEOUT_HANG)
     changed = (incident.category, incident.node_id, incident.rank, incident.code) != (
         root.category,
         node.pk if node else None,
@@ -565,13 +688,13 @@ def _locate(incident: Incident, *, now: datetime) -> bool:
         ),
         incident.gpu_index,
     )
-    incident.occurred_at = min(incident.occurred_at, signals[0].occurred_at)
-    incident.detected_at = min(incident.detected_at, min(s.detected_at for s in signals))
+    _phase_stamp(incident, "occurred_at", min(incident.occurred_at, signals[0].occurred_at))
+    _phase_stamp(incident, "detected_at", min(incident.detected_at, *(s.detected_at for s in signals)))
     if incident.located_at is None or changed:
-        incident.located_at = now
+        _phase_stamp(incident, "located_at", decided_at)
     incident.reasoning = reasoning
     incident.save()
-    return changed or incident.actions.count() == 0
+    return changed or not incident.actions.exists()
 
 
 def _silent_ranks(job: Job, signals: list[FaultSignal]) -> list[int]:
@@ -604,66 +727,207 @@ def _enqueue_policy(incident_id: int) -> None:
     incident_policy_task.delay(incident_id)
 
 
-# --- Policy and actions ---------------------------------------------------------------------------
+# --- What may be done, and doing it ---------------------------------------------------------------
+
+ISOLATE, RESTART, RETURN_TO_SERVICE, CLOSE = "isolate", "restart", "return-to-service", "close"
+OPERATIONS = (ISOLATE, RESTART, RETURN_TO_SERVICE, CLOSE)
+# A job in these states can be requeued from its checkpoint (Slurm requeues finished batch jobs too);
+# a completed job has nothing to redo, a cancelled one was stopped by its user, a pending one waits.
+RESTARTABLE = {JobState.RUNNING, JobState.FAILED, JobState.NODE_FAIL, JobState.TIMEOUT, JobState.PREEMPTED}
+
+
+class IncidentActionRefused(Exception):
+    """An operation that does not apply to the incident (or node) in its state; nothing was done."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def incident_operations(*, incident: Incident) -> dict[str, str | None]:
+    """What a platform admin may do with ``incident`` now: each operation with None when it
+    applies, else why not (in the reader's language). Pages offer only the first kind; the API
+    and the services refuse the second with the reason."""
+    node, job = incident.node, incident.job
+    over = {
+        IncidentStatus.RESOLVED: _("The incident has recovered."),
+        IncidentStatus.CLOSED: _("The incident is closed."),
+    }.get(incident.status)
+    why: dict[str, str | None] = dict.fromkeys(OPERATIONS)
+    if node is None:
+        why[ISOLATE] = why[RETURN_TO_SERVICE] = _("The incident has no suspected node.")
+    else:
+        if node.state != NodeState.ACTIVE:
+            why[ISOLATE] = _("Node %(node)s is not in service (%(state)s).") % {
+                "node": node.hostname,
+                "state": node.get_state_display(),
+            }
+        elif incident.status == IncidentStatus.CLOSED:
+            why[ISOLATE] = over
+        if node.state != NodeState.ISOLATED:
+            why[RETURN_TO_SERVICE] = _("Node %(node)s is not isolated.") % {"node": node.hostname}
+    if job is None:
+        why[RESTART] = _("The incident has no job.")
+    elif over:
+        why[RESTART] = over
+    elif incident.restart_requested_at is not None:
+        why[RESTART] = _("A restart was already requested.")
+    elif job.state not in RESTARTABLE:
+        why[RESTART] = _("Job %(job)s is %(state)s: there is nothing to restart.") % {
+            "job": job.external_id,
+            "state": job.get_state_display().lower(),
+        }
+    why[CLOSE] = over
+    return why
+
+
+def _check(incident: Incident, operation: str) -> None:
+    why_not = incident_operations(incident=incident)[operation]
+    if why_not is not None:
+        raise IncidentActionRefused(why_not)
 
 
 def incident_policy_apply(*, incident: Incident, now: datetime | None = None) -> list[IncidentAction]:
-    """Run the category's policy once: isolate, request a restart, notify (each logged)."""
+    """Run the category's policy once: isolate, request a restart, notify (each logged).
+
+    What does not apply in the incident's state (a node already out, a job that completed) is
+    skipped; what applies runs through the actuators, and takes effect only when one really did it.
+    """
     now = now or timezone.now()
     policy = FaultPolicy.objects.filter(category=incident.category).first()
     if policy is None:
         return []
     done = set(incident.actions.values_list("kind", flat=True))
+    can = incident_operations(incident=incident)
     actions = []
-    if policy.isolate_node and incident.node is not None and ActionKind.ISOLATE_NODE not in done:
+    if policy.isolate_node and ActionKind.ISOLATE_NODE not in done and can[ISOLATE] is None:
         actions += node_isolate(incident=incident, now=now)
-    if policy.restart_job and incident.job is not None and ActionKind.RESTART_JOB not in done:
+    if policy.restart_job and ActionKind.RESTART_JOB not in done and can[RESTART] is None:
         actions += job_restart_request(incident=incident, now=now)
-    if policy.notify and ActionKind.NOTIFY not in done:
-        actions += _run_actuators(incident, ActionKind.NOTIFY, now=now)
+    if policy.notify and ActionKind.NOTIFY not in done and not incident.is_finished:
+        actions += _carry_out(incident, ActionKind.NOTIFY, now=now)[0]
     return actions
 
 
 def node_isolate(*, incident: Incident, actor=None, now: datetime | None = None) -> list[IncidentAction]:
-    """Take the suspected node out of scheduling: our inventory, then the scheduler (actuators)."""
+    """Take the suspected node out of scheduling: the scheduler (actuators), then our inventory
+    and the node's history, when it was really done."""
     now = now or timezone.now()
-    node = incident.node
-    if node.state == NodeState.ACTIVE:
-        node.state = NodeState.ISOLATED
-        node.state_reason = f"incident {incident.pk}: {incident.title}"[:300]
-        node.save(update_fields=["state", "state_reason", "updated_at"])
-    actions = _run_actuators(incident, ActionKind.ISOLATE_NODE, now=now, actor=actor)
-    if not actions:
-        summary = f"{node.hostname} marked isolated in the inventory"
-        actions = [
-            _log_action(
-                incident, ActionKind.ISOLATE_NODE, "inventory", True, False, summary, "", now, 0.0, actor
-            )
-        ]
+    _check(incident, ISOLATE)
+    actions, done = _carry_out(incident, ActionKind.ISOLATE_NODE, now=now, actor=actor)
+    if done:
+        _node_state_change(
+            incident.node, NodeState.ACTIVE, NodeState.ISOLATED, incident=incident, actor=actor, now=now
+        )
     return actions
 
 
 def job_restart_request(
     *, incident: Incident, actor=None, now: datetime | None = None
 ) -> list[IncidentAction]:
+    """Requeue the job from its last checkpoint (actuators); the phase is stamped when it was done."""
     now = now or timezone.now()
-    actions = _run_actuators(incident, ActionKind.RESTART_JOB, now=now, actor=actor)
-    if not actions:
-        actions = [_log_action(incident, ActionKind.RESTART_JOB, "none", True, False,
-                               "no restart actuator configured", "", now, 0.0, actor)]  # fmt: skip
-    incident.restart_requested_at = incident.restart_requested_at or now
-    incident.status = IncidentStatus.RECOVERING
-    incident.save(update_fields=["restart_requested_at", "status", "updated_at"])
+    _check(incident, RESTART)
+    actions, done = _carry_out(incident, ActionKind.RESTART_JOB, now=now, actor=actor)
+    if done:
+        _phase_stamp(incident, "restart_requested_at", now)
+        incident.status = IncidentStatus.RECOVERING
+        incident.save(update_fields=["restart_requested_at", "status", "updated_at"])
     return actions
 
 
-def _run_actuators(incident: Incident, kind: str, *, now: datetime, actor=None) -> list[IncidentAction]:
+def node_return_to_service(
+    *, node: Node | None, incident: Incident | None = None, actor=None, now: datetime | None = None
+) -> list[IncidentAction]:
+    """Put an isolated node back into scheduling (``scontrol update … State=RESUME``, ``kubectl
+    uncordon``), logged on the incident that isolated it; the inventory and the node's history
+    change when it was really done."""
+    now = now or timezone.now()
+    if node is None:
+        raise IncidentActionRefused(_("The incident has no suspected node."))
+    node.refresh_from_db()
+    if node.state != NodeState.ISOLATED:
+        raise IncidentActionRefused(_("Node %(node)s is not isolated.") % {"node": node.hostname})
+    incident = incident or node_isolating_incident(node=node)
+    if incident is None:
+        raise IncidentActionRefused(
+            _("No incident isolated node %(node)s: change its state in the inventory.")
+            % {"node": node.hostname}
+        )
+    actions, done = _carry_out(incident, ActionKind.RESUME_NODE, now=now, actor=actor, node=node)
+    if done:
+        _node_state_change(
+            node, NodeState.ISOLATED, NodeState.ACTIVE, incident=incident, actor=actor, now=now
+        )
+    return actions
+
+
+def incident_close(*, incident: Incident, reason: str, actor=None, now: datetime | None = None) -> Incident:
+    """End an incident by hand without a recovery: who, when and why are recorded, and it counts in
+    no MTTR (closing is not recovering)."""
+    now = now or timezone.now()
+    reason = (reason or "").strip()
+    if not reason:
+        raise IncidentActionRefused(_("Say why the incident is closed: a reason is required."))
+    _check(incident, CLOSE)
+    return _close(incident, now=now, actor=actor, reason=reason, facts=message("closed", reason=reason))
+
+
+def _close(incident: Incident, *, now: datetime, actor, reason: str, facts: dict) -> Incident:
+    incident.status = IncidentStatus.CLOSED
+    incident.closed_at = max(now, incident.detected_at)
+    incident.closed_by = actor
+    incident.close_reason = reason
+    incident.save()
+    _log_action(incident, ActionKind.CLOSE, "", True, False, facts, now=now, actor=actor)
+    return incident
+
+
+NO_ACTUATOR = {
+    ActionKind.ISOLATE_NODE: "no_isolate_actuator",
+    ActionKind.RESTART_JOB: "no_restart_actuator",
+    ActionKind.RESUME_NODE: "no_resume_actuator",
+    ActionKind.NOTIFY: "no_notify_actuator",
+}
+BY_HAND = {
+    ActionKind.ISOLATE_NODE: "isolated_by_hand",
+    ActionKind.RESTART_JOB: "restart_by_hand",
+    ActionKind.RESUME_NODE: "resumed_by_hand",
+}
+
+
+def _carry_out(
+    incident: Incident, kind: str, *, now: datetime, actor=None, node: Node | None = None
+) -> tuple[list[IncidentAction], bool]:
+    """Run the action's enabled actuators, each logged; whether it was really done.
+
+    Done means an actuator out of dry run succeeded. With none configured, the automatic policy
+    does nothing (logged as such), while a platform admin's own action is recorded as done by hand.
+    """
+    node = node or incident.node
+    configs = list(ActuatorConfig.objects.filter(action=kind, enabled=True))
+    if not configs:
+        facts = {
+            "node": node.hostname if node else "—",
+            "job": incident.job.external_id if incident.job else "—",
+        }
+        if actor is not None and kind in BY_HAND:
+            return [
+                _log_action(
+                    incident, kind, "", True, False, message(BY_HAND[kind], **facts), now=now, actor=actor
+                )
+            ], True
+        return [
+            _log_action(
+                incident, kind, "", False, False, message(NO_ACTUATOR[kind], **facts), now=now, actor=actor
+            )
+        ], False
     actions = []
-    for config in ActuatorConfig.objects.filter(action=kind, enabled=True):
+    for config in configs:
         request = ActionRequest(
             kind=kind,
             incident_id=incident.pk,
-            node=incident.node.hostname if incident.node else None,
+            node=node.hostname if node else None,
             gpu=incident.gpu_index,
             job_id=incident.job.external_id if incident.job else None,
             category=incident.category,
@@ -673,18 +937,39 @@ def _run_actuators(incident: Incident, kind: str, *, now: datetime, actor=None) 
         try:
             result = actuator_from_config(config.config).run(request, dry_run=config.dry_run)
         except ValueError as error:
-            summary = f"bad actuator configuration: {error}"
+            facts = message("bad_actuator_config", error=str(error))
             actions.append(
-                _log_action(incident, kind, config.name, False, config.dry_run, summary, "", now, 0.0, actor)
+                _log_action(incident, kind, config.name, False, config.dry_run, facts, now=now, actor=actor)
             )
             continue
-        actions.append(_log_action(incident, kind, config.name, result.ok, result.dry_run, result.summary,
-                                   result.detail, now, result.duration_s, actor))  # fmt: skip
-    return actions
+        facts = {"code": result.code, "params": dict(result.params)} if result.code else {}
+        actions.append(_log_action(
+            incident, kind, config.name, result.ok, result.dry_run, facts, summary=result.summary,
+            detail=result.detail, duration_s=result.duration_s, now=now, actor=actor,
+        ))  # fmt: skip
+    return actions, any(action.ok and not action.dry_run for action in actions)
+
+
+def _node_state_change(
+    node: Node, before: str, after: str, *, incident: Incident, actor, now: datetime
+) -> bool:
+    """Move ``node`` from ``before`` to ``after`` in the inventory and its history; False when it
+    was not in ``before`` any more (someone else changed it meanwhile)."""
+    reason = f"incident {incident.pk}: {incident.title}"[:300] if after == NodeState.ISOLATED else ""
+    with transaction.atomic():
+        changed = Node.objects.filter(pk=node.pk, state=before).update(
+            state=after, state_reason=reason, updated_at=timezone.now()
+        )
+        if changed:
+            NodeStateChange.objects.create(
+                node=node, at=now, state=after, previous_state=before, incident=incident, actor=actor
+            )
+    node.refresh_from_db(fields=["state", "state_reason", "updated_at"])
+    return bool(changed)
 
 
 def _log_action(
-    incident, kind, actuator, ok, dry_run, summary, detail, now, duration_s, actor
+    incident, kind, actuator, ok, dry_run, facts, *, now, actor, summary="", detail="", duration_s=0.0
 ) -> IncidentAction:
     return IncidentAction.objects.create(
         incident=incident,
@@ -692,7 +977,8 @@ def _log_action(
         actuator=actuator,
         ok=ok,
         dry_run=dry_run,
-        summary=summary[:1000],
+        summary=(summary or render_english(facts))[:1000],
+        message=facts,
         detail=detail,
         requested_at=now,
         duration_s=duration_s,
@@ -700,51 +986,47 @@ def _log_action(
     )
 
 
-def incident_resolve(*, incident: Incident, actor=None, now: datetime | None = None) -> Incident:
-    """Close an incident by hand (an operator saw the job run again); logged as an action."""
-    now = now or timezone.now()
-    incident.status = IncidentStatus.RESOLVED
-    incident.recovered_at = incident.recovered_at or now
-    incident.gpu_hours_lost = _gpu_hours_lost(incident, incident.recovered_at)
-    incident.save(update_fields=["status", "recovered_at", "gpu_hours_lost", "updated_at"])
-    _log_action(incident, ActionKind.NOTIFY, "operator", True, False, "closed by hand", "", now, 0.0, actor)
-    return incident
-
-
 # --- Recovery -----------------------------------------------------------------------------------
 
 
 def incidents_refresh(*, cluster: Cluster, now: datetime | None = None) -> int:
-    """Mark incidents recovered when their job (requeued) or its resubmission runs again."""
+    """Mark incidents recovered when their job (requeued) or its resubmission runs again; close
+    those whose job ended and did not run again within a day (closed, not recovered)."""
     now = now or timezone.now()
     recovered = 0
     for incident in (
-        Incident.objects.filter(cluster=cluster).exclude(status=IncidentStatus.RESOLVED).select_related("job")
+        Incident.objects.filter(cluster=cluster)
+        .exclude(status__in=IncidentStatus.finished())
+        .select_related("job", "cluster")
     ):
         job = incident.job
         if job is None:
             continue
-        back = _running_again(job, incident.occurred_at)
+        back = _running_again(job, incident.occurred_at, now)
         if back is None:
-            if job.state in JobState.finished() and job.ended_at and now - job.ended_at > timedelta(days=1):
-                incident.status = IncidentStatus.RESOLVED  # never resubmitted: nothing to wait for
-                incident.gpu_hours_lost = _gpu_hours_lost(incident, job.ended_at)
-                incident.save(update_fields=["status", "gpu_hours_lost", "updated_at"])
+            if job.state in JobState.finished() and job.ended_at and now - job.ended_at > RUN_AGAIN_WITHIN:
+                incident.gpu_hours_lost = _gpu_hours_lost(incident, max(job.ended_at, incident.occurred_at))
+                _close(incident, now=now, actor=None, reason="", facts=message("closed_not_run_again"))
             continue
-        incident.recovered_at = back
+        _phase_stamp(incident, "recovered_at", back)
         incident.status = IncidentStatus.RESOLVED
-        incident.gpu_hours_lost = _gpu_hours_lost(incident, back)
+        incident.gpu_hours_lost = _gpu_hours_lost(incident, incident.recovered_at)
         incident.save(update_fields=["recovered_at", "status", "gpu_hours_lost", "updated_at"])
         recovered += 1
     return recovered
 
 
-def _running_again(job: Job, occurred: datetime) -> datetime | None:
-    if job.started_at and job.started_at > occurred:  # requeued under the same id
+def _running_again(job: Job, occurred: datetime, now: datetime) -> datetime | None:
+    """When the job ran again after the fault: requeued under its id, or resubmitted under its
+    name within ``RUN_AGAIN_WITHIN`` of its end (a job of the same name days later is another
+    run, not a recovery). Never after ``now``: a start the portal cannot have seen yet."""
+    if job.started_at and occurred < job.started_at <= now:  # requeued under the same id
         return job.started_at
+    ended = max(job.ended_at or occurred, occurred)
     successor = (
         Job.objects.filter(cluster=job.cluster, name=job.name, department_id=job.department_id)
-        .filter(submitted_at__gte=occurred - timedelta(minutes=1), started_at__isnull=False)
+        .filter(submitted_at__gte=occurred - timedelta(minutes=1), submitted_at__lte=ended + RUN_AGAIN_WITHIN)
+        .filter(started_at__isnull=False, started_at__lte=now)
         .exclude(pk=job.pk)
         .order_by("started_at")
         .first()

@@ -3,18 +3,21 @@
 import json
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
 from efficiency.charts import faults as charts
 from efficiency.charts import usage as usage_charts
 from efficiency.choices import FaultCategory, Role, Severity
+from efficiency.fault_messages import duration_text
 from efficiency.scoping import user_role
 from efficiency.selectors import faults as selectors
+from efficiency.selectors.inventory import node_get
 from efficiency.services import faults as services
 from efficiency.views.helpers import csv_response, get_or_404, role_required
 from efficiency.views.usage import range_or_400
@@ -25,16 +28,6 @@ OPERATORS = (Role.PLATFORM_ADMIN,)
 
 def category_labels() -> dict[str, str]:
     return {category.value: str(category.label) for category in FaultCategory}
-
-
-def _duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 120:
-        return _("%(n)d s") % {"n": round(seconds)}
-    if seconds < 7200:
-        return _("%(n)d min") % {"n": round(seconds / 60)}
-    return _("%(n).1f h") % {"n": seconds / 3600}
 
 
 @role_required(*VIEWERS)
@@ -63,9 +56,9 @@ def fault_overview_view(request: HttpRequest) -> HttpResponse:
         "has_evidence": any(s.node for s in signals),
         "summary": summary,
         "durations": {
-            "mttr": _duration_text(summary.mttr_median_s),
-            "detect": _duration_text(summary.detect_median_s),
-            "locate": _duration_text(summary.locate_median_s),
+            "mttr": duration_text(summary.mttr_median_s),
+            "detect": duration_text(summary.detect_median_s),
+            "locate": duration_text(summary.locate_median_s),
         },
         "timeline_figure": charts.fault_timeline_figure(
             [
@@ -74,7 +67,7 @@ def fault_overview_view(request: HttpRequest) -> HttpResponse:
                     time=timezone.localtime(s.occurred_at),
                     category=s.category,
                     severity=s.severity,
-                    text=s.message[:160],
+                    text=s.text[:160],
                     incident_id=s.incident_id,
                 )
                 for s in signals
@@ -179,9 +172,15 @@ def incidents_csv(incidents) -> HttpResponse:
 
 
 def incident_phases(incident) -> list[tuple[str, object, object]]:
-    return [
+    """The phases to draw: an incident without a job has nothing to restart or recover."""
+    phases = [
         (_("Detect"), incident.occurred_at, incident.detected_at),
         (_("Locate"), incident.detected_at, incident.located_at),
+    ]
+    if incident.job_id is None:
+        return phases
+    return [
+        *phases,
         (_("Restart"), incident.located_at or incident.detected_at, incident.restart_requested_at),
         (_("Recover"), incident.restart_requested_at or incident.located_at, incident.recovered_at),
     ]
@@ -195,19 +194,27 @@ def incident_context(request: HttpRequest, incident) -> dict:
     ]
     ettr = selectors.job_ettr(incident.job, [incident], now=timezone.now()) if incident.job else None
     signature = SIGNATURES_BY_ID.get(incident.title)
+    can_operate = user_role(request.user) in OPERATORS
+    operations = services.incident_operations(incident=incident) if can_operate else {}
+    # A finished incident's phases stop where it ended; an open one's last phase runs to now.
+    ended = incident.recovered_at or incident.closed_at
     return {
         "recommended_action": _(signature.action) if signature else "",
         "incident": incident,
         "signals": list(incident.signals.all()),
         "actions": list(incident.actions.all()),
-        "can_operate": user_role(request.user) in OPERATORS,
+        "can_operate": can_operate,
+        "offered": {name for name, why_not in operations.items() if why_not is None},
         "phases_figure": charts.incident_phases_figure(
-            phases, title=_("Phases"), now=None if incident.recovered_at else timezone.localtime()
+            phases,
+            title=_("Phases"),
+            now=timezone.localtime(ended) if ended else timezone.localtime(),
+            duration_text=duration_text,
         ),
         "durations": {
-            "detect": _duration_text(incident.time_to_detect_s),
-            "locate": _duration_text(incident.time_to_locate_s),
-            "mttr": _duration_text(incident.mttr_s),
+            "detect": duration_text(incident.time_to_detect_s),
+            "locate": duration_text(incident.time_to_locate_s),
+            "mttr": duration_text(incident.mttr_s),
         },
         "ettr": ettr,
     }
@@ -231,6 +238,7 @@ def job_faults_context(request: HttpRequest, job) -> dict:
             phases,
             title=_("Incidents of this job, phase by phase"),
             now=job.ended_at and timezone.localtime(job.ended_at),
+            duration_text=duration_text,
         ),
     }
 
@@ -281,6 +289,14 @@ def report_data(incident) -> dict:
             "restart_requested": when(incident.restart_requested_at),
             "recovered": when(incident.recovered_at),
         },
+        "status": incident.status,
+        "closed": {
+            "at": when(incident.closed_at),
+            "by": incident.closed_by.get_username() if incident.closed_by else None,
+            "reason": incident.close_reason,
+        }
+        if incident.closed_at
+        else None,
         "mttr_s": incident.mttr_s,
         "gpu_hours_lost": incident.gpu_hours_lost,
         "how_located": incident.reasoning,
@@ -292,7 +308,7 @@ def report_data(incident) -> dict:
                 "node": s.node.hostname if s.node else None,
                 "rank": s.rank,
                 "where": s.location,
-                "line": s.message,
+                "line": s.text,
             }
             for s in incident.signals.all()
         ],
@@ -302,7 +318,8 @@ def report_data(incident) -> dict:
                 "actuator": a.actuator,
                 "dry_run": a.dry_run,
                 "ok": a.ok,
-                "summary": a.summary,
+                "summary": a.text,
+                "by": a.actor.get_username() if a.actor else None,
                 "at": when(a.requested_at),
             }
             for a in incident.actions.all()
@@ -310,20 +327,62 @@ def report_data(incident) -> dict:
     }
 
 
+SUCCESS = {
+    services.ISOLATE: gettext_lazy("Node isolated."),
+    services.RESTART: gettext_lazy("Restart requested."),
+    services.RETURN_TO_SERVICE: gettext_lazy("Node returned to service."),
+}
+
+
+def _say_outcome(request: HttpRequest, operation: str, actions) -> None:
+    """Tell what came of an action: done, only a dry run (nothing changed), or not done."""
+    if any(action.ok and not action.dry_run for action in actions):
+        messages.success(request, SUCCESS[operation])
+    elif actions and all(action.dry_run for action in actions):
+        messages.info(request, _("Dry run: nothing was changed. The actions log shows what would have run."))
+    else:
+        messages.error(request, _("It was not done: the actions log says why."))
+
+
 @require_POST
 @role_required(*OPERATORS)
 def incident_action_view(request: HttpRequest, pk: int, action: str) -> HttpResponse:
-    """A platform admin isolates the node, requests a restart, or closes the incident by hand."""
+    """A platform admin isolates the node, requests a restart, returns the node to service, or
+    closes the incident (with a reason); what does not apply now is refused with the reason."""
     incident = get_or_404(selectors.incident_get, user=request.user, pk=pk)
-    if action == "isolate" and incident.node is not None:
-        services.node_isolate(incident=incident, actor=request.user)
-        messages.success(request, _("Node isolated."))
-    elif action == "restart" and incident.job is not None:
-        services.job_restart_request(incident=incident, actor=request.user)
-        messages.success(request, _("Restart requested."))
-    elif action == "resolve":
-        services.incident_resolve(incident=incident, actor=request.user)
-        messages.success(request, _("Incident closed."))
-    else:
-        messages.error(request, _("That action does not apply to this incident."))
+    if action not in services.OPERATIONS:
+        raise Http404(action)
+    try:
+        if action == services.CLOSE:
+            services.incident_close(
+                incident=incident, reason=request.POST.get("reason", ""), actor=request.user
+            )
+            messages.success(request, _("Incident closed."))
+        elif action == services.ISOLATE:
+            _say_outcome(request, action, services.node_isolate(incident=incident, actor=request.user))
+        elif action == services.RESTART:
+            _say_outcome(request, action, services.job_restart_request(incident=incident, actor=request.user))
+        else:
+            actions = services.node_return_to_service(
+                node=incident.node, incident=incident, actor=request.user
+            )
+            _say_outcome(request, action, actions)
+    except services.IncidentActionRefused as refused:
+        messages.error(request, refused.reason)
     return redirect("efficiency:incident-detail", pk=incident.pk)
+
+
+@require_POST
+@role_required(*OPERATORS)
+def node_return_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """A platform admin puts an isolated node back into service from its page."""
+    node = get_or_404(node_get, user=request.user, pk=pk)
+    try:
+        _say_outcome(
+            request,
+            services.RETURN_TO_SERVICE,
+            services.node_return_to_service(node=node, actor=request.user),
+        )
+    except services.IncidentActionRefused as refused:
+        messages.error(request, refused.reason)
+    return redirect("efficiency:node-detail", pk=node.pk)

@@ -232,6 +232,21 @@ def test_phases_draw_one_horizontal_bar_per_phase_from_start_for_its_duration():
     assert serialises(figure)
 
 
+def test_phase_durations_are_written_by_the_formatter_the_page_passes():
+    def in_words(seconds: float) -> str:
+        return f"{seconds:.0f} 秒"
+
+    figure = incident_phases_figure(
+        [("发现", START, DETECTED), ("定位", DETECTED, None)],
+        title="故障事件 7",
+        now=LOCATED,
+        duration_text=in_words,
+    )
+    bars = figure.data[0]
+    assert list(bars.text) == ["45 秒", "≥ 150 秒"]
+    assert [row[2] for row in bars.customdata] == ["45 秒", "≥ 150 秒"]
+
+
 def test_an_open_phase_runs_hatched_to_the_last_known_time_with_an_arrowhead():
     figure = incident_phases_figure(
         [("Detect", START, DETECTED), ("Locate", DETECTED, None), ("Restart", LOCATED, RECOVERED)],

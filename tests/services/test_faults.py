@@ -69,7 +69,7 @@ def incident_of(fault):
     return Incident.objects.select_related("node").get(job__external_id=fault.job_external_id)
 
 
-def test_xid79_is_rooted_at_its_node_within_a_minute_and_the_node_is_isolated(cluster, sim, tmp_path):
+def test_xid79_is_rooted_at_its_node_within_a_minute_and_a_dry_run_drain_is_logged(cluster, sim, tmp_path):
     fault = first_fault(sim, "xid79")
     ActuatorConfig.objects.create(
         name="drain", action="isolate_node", dry_run=True,
@@ -91,15 +91,16 @@ def test_xid79_is_rooted_at_its_node_within_a_minute_and_the_node_is_isolated(cl
     assert (incident.detected_at - incident.occurred_at).total_seconds() <= 60
     assert (incident.located_at - incident.occurred_at).total_seconds() <= 60
     faults.incident_policy_apply(incident=incident, now=incident.located_at)
+    # The drain actuator is in dry run: the log says what would have run, nothing changes.
     incident.node.refresh_from_db()
-    assert incident.node.state == NodeState.ISOLATED
+    assert incident.node.state == NodeState.ACTIVE
     action = incident.actions.get(kind="isolate_node")
     assert action.dry_run
     assert action.summary.startswith("Would run: scontrol update")
     assert f"NodeName={fault.node}" in action.summary
     incident.refresh_from_db()
-    assert incident.restart_requested_at is not None
-    assert incident.status == IncidentStatus.RECOVERING
+    assert incident.restart_requested_at is None
+    assert incident.status == IncidentStatus.OPEN
 
 
 def test_nccl_hang_is_located_at_the_rank_that_reported_no_timeout(cluster, sim, tmp_path):

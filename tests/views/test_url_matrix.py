@@ -120,9 +120,15 @@ MATRIX = {
         lambda o: f"/faults/incidents/{_incident(o).pk}/report/",
         A_ONLY_VIEWER,
     ),
+    # Closing without a reason is refused with a message on the incident page (a redirect).
     "efficiency:incident-action": (
         "post",
-        lambda o: f"/faults/incidents/{_incident(o).pk}/resolve/",
+        lambda o: f"/faults/incidents/{_incident(o).pk}/close/",
+        ADMIN_ACTION,
+    ),
+    "efficiency:node-return-to-service": (
+        "post",
+        lambda o: f"/faults/nodes/{o.node_a.pk}/return-to-service/",
         ADMIN_ACTION,
     ),
     "api:incident-list": ("get", lambda o: "/api/v1/incidents/", API_VIEWER),
@@ -137,10 +143,16 @@ MATRIX = {
         lambda o: f"/api/v1/incidents/{_incident(o).pk}/restart/",
         API_ADMIN_ACTION,
     ),
-    "api:incident-resolve": (
+    # Without a reason a close is a 400; the node is in service, so returning it is a 409.
+    "api:incident-close": (
         "post",
-        lambda o: f"/api/v1/incidents/{_incident(o).pk}/resolve/",
-        API_ADMIN_ACTION,
+        lambda o: f"/api/v1/incidents/{_incident(o).pk}/close/",
+        {**API_ADMIN_ACTION, "admin": 400},
+    ),
+    "api:incident-return-to-service": (
+        "post",
+        lambda o: f"/api/v1/incidents/{_incident(o).pk}/return-to-service/",
+        {**API_ADMIN_ACTION, "admin": 409},
     ),
     "api:fault-signal-list": ("get", lambda o: "/api/v1/fault-signals/", API_VIEWER),
     "api:fault-signal-detail": (

@@ -52,7 +52,7 @@ class Command(BaseCommand):
         def progress(phase: str, fraction: float) -> None:
             history_status_write(phase=phase, phase_fraction=fraction, started_at=now)
 
-        progress("samples", 0.0)
+        progress("jobs", 0.0)
         try:
             counts = demo.demo_history_backfill(
                 sim=sim, cluster=cluster, until=now, step=step, progress=progress
