@@ -138,7 +138,11 @@ class QuotaObjection(models.Model):
 
 
 class QuotaEvent(models.Model):
-    """One recorded change of a cycle: who did what, when, from which number to which."""
+    """One recorded change of a cycle: who did what, when, from which number to which.
+
+    ``comment`` holds only what a person wrote; facts the portal records beside it (a changed
+    borrowing limit) go to ``detail`` and are rendered in the reader's language.
+    """
 
     cycle = models.ForeignKey(QuotaCycle, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(_("kind"), max_length=20, choices=QuotaEventKind.choices)
@@ -153,6 +157,7 @@ class QuotaEvent(models.Model):
     from_gpus = models.IntegerField(null=True, blank=True)
     to_gpus = models.IntegerField(null=True, blank=True)
     comment = models.TextField(_("comment"), blank=True)
+    detail = models.JSONField(_("detail"), default=dict, blank=True)
 
     class Meta:
         ordering = ["-at", "-id"]
