@@ -412,8 +412,9 @@ def quota_objection_answer(
 def backtest_jobs(rows: list[JobRow], *, start_s: float, end_s: float) -> list[BacktestJob]:
     """Jobs as the backtest replays them.
 
-    A job cancelled before it started is left out (its run time is unknown); one still waiting
-    gets the median run time of its department's jobs; one still running, its run time so far.
+    A job still waiting gets the median run time of its department's jobs; one still running, its
+    run time so far. A job its user cancelled before it started gets that median too, and its wait
+    as its patience: the replay drops it again unless the policy starts it by then.
     """
     runtimes: dict[str, list[float]] = defaultdict(list)
     for row in rows:
@@ -424,10 +425,11 @@ def backtest_jobs(rows: list[JobRow], *, start_s: float, end_s: float) -> list[B
     medians = {queue: statistics.median(values) for queue, values in runtimes.items()}
     jobs = []
     for row in rows:
+        patience = None
         if row.start_s is None:
-            if row.end_s is not None:
-                continue
             duration = medians.get(row.department, fallback)
+            if row.end_s is not None:
+                patience = max(row.end_s - row.submit_s, 0.0)
         else:
             duration = (row.end_s if row.end_s is not None else end_s) - row.start_s
         jobs.append(
@@ -439,6 +441,7 @@ def backtest_jobs(rows: list[JobRow], *, start_s: float, end_s: float) -> list[B
                 duration_s=max(duration, 1.0),
                 started_s=row.start_s if row.start_s is not None and row.start_s < start_s else None,
                 busy_fraction=row.busy_fraction,
+                patience_s=patience,
             )
         )
     return jobs

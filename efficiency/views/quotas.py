@@ -389,10 +389,11 @@ def backtest_csv(cycle: QuotaCycle, backtest) -> HttpResponse:
         rates = [round(result["allocation_rate"], 4), round(result["utilization"], 4)]
         waits = [result["wait_p50_s"], result["wait_p95_s"]]
         rows.append([label, _("Whole cluster"), *rates, *waits, round(result["unmet_gpu_hours"], 1),
-                     result["jobs_waiting_at_end"]])  # fmt: skip
+                     result["jobs_waiting_at_end"], result.get("jobs_cancelled", 0)])  # fmt: skip
         for queue, q in sorted(result["queues"].items(), key=lambda item: names.get(item[0], item[0])):
             rows.append([label, names.get(queue, queue or _("Unmapped")), None, None, q["wait_p50_s"],
-                         q["wait_p95_s"], round(q["unmet_gpu_hours"], 1), q["waiting_at_end"]])  # fmt: skip
+                         q["wait_p95_s"], round(q["unmet_gpu_hours"], 1), q["waiting_at_end"],
+                         q.get("cancelled", 0)])  # fmt: skip
     return csv_response(
         f"backtest-{timezone.localtime(cycle.start):%Y%m%d}.csv",
         [
@@ -404,6 +405,7 @@ def backtest_csv(cycle: QuotaCycle, backtest) -> HttpResponse:
             _("P95 wait (s)"),
             _("Unmet demand (GPU-hours waited)"),
             _("Still waiting at the end"),
+            _("Cancelled by their users while waiting"),
         ],
         rows,
     )

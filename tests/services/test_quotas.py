@@ -5,9 +5,10 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from efficiency.analysis.quotas import Bound
-from efficiency.choices import CapacityAlertKind, MappingKind, QuotaCycleStatus, QuotaEventKind
+from efficiency.choices import CapacityAlertKind, JobState, MappingKind, QuotaCycleStatus, QuotaEventKind
 from efficiency.models import CapacityAlert, DepartmentMapping, Quota, QuotaCycle, QuotaEvent
 from efficiency.services import quotas as services
+from tests.factories import JobFactory
 from tests.quota_fixtures import H100, MIDNIGHT, NOW, SETTINGS, WINDOW_START, make_planning
 
 
@@ -209,6 +210,25 @@ def test_backtest_compares_fixed_partition_with_the_proposal(planning):
     assert results["cycle"]["queues"]["vision"]["unmet_gpu_hours"] == pytest.approx(8)
     assert results["cycle"]["allocation_rate"] > results["fixed"]["allocation_rate"]
     assert results["cycle"]["allocation_rate"] == pytest.approx((16 * 336 + 2 * 8) / (40 * 336), abs=1e-5)
+
+
+def test_backtest_replays_a_job_whose_user_gave_up_with_the_same_patience(planning):
+    # A day into the window vision submits one more 8-GPU job; its user cancelled it after 2 h of
+    # waiting. Under the fixed partition it waits behind the two that never start and leaves
+    # again after 2 h. Under the proposal (20 guaranteed + a pool of 8) the queue is empty by
+    # then, so it starts at once: demand that patience hid is served.
+    submitted = WINDOW_START + timedelta(days=1)
+    JobFactory(
+        cluster=planning.cluster, department=planning.vision, gpu_model="h100", gpu_count=8,
+        submitted_at=submitted, started_at=None, ended_at=submitted + timedelta(hours=2),
+        state=JobState.CANCELLED,
+    )  # fmt: skip
+    backtest = services.quota_backtest_run(cycle=propose(planning), now=NOW)
+    results = {r["key"]: r for r in backtest.results}
+    assert backtest.job_count == 5
+    assert (results["fixed"]["jobs_cancelled"], results["fixed"]["queues"]["vision"]["cancelled"]) == (1, 1)
+    assert results["cycle"]["jobs_cancelled"] == 0
+    assert results["cycle"]["jobs_started"] == 3
 
 
 def test_export_needs_approval_and_carries_the_mappings(planning):

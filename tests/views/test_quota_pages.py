@@ -232,6 +232,7 @@ def test_backtest_csv_has_a_cluster_row_and_a_row_per_department_for_each_policy
     fixed = {row["Department"]: row for row in rows if row["Policy"] == "Fixed partition"}
     assert set(fixed) == {"Whole cluster", "Vehicle vision", "Radar perception"}
     assert float(fixed["Vehicle vision"]["Unmet demand (GPU-hours waited)"]) == 2 * 8 * 336
+    assert fixed["Vehicle vision"]["Cancelled by their users while waiting"] == "0"
     assert {row["Policy"] for row in rows} == {"Fixed partition", "Quotas in force", "This cycle's quotas"}
 
 
