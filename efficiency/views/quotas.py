@@ -34,6 +34,26 @@ def policy_labels() -> dict[str, str]:
     }
 
 
+def row_labels(rows: list[tuple[str, str]]) -> list[str]:
+    """Chart row names: the department, and its GPU model's short name when there are several
+    models (``NVIDIA A100-SXM4-80GB`` → ``A100``), so that labels leave the plot room on a phone."""
+    models = sorted({model for _, model in rows})
+    if len(models) < 2:
+        return [name for name, _ in rows]
+    short = {model: short_model_name(model) for model in models}
+    if len(set(short.values())) < len(models):
+        short = {model: model for model in models}  # shortening would merge two models
+    return [f"{name} · {short[model]}" for name, model in rows]
+
+
+def short_model_name(model: str) -> str:
+    """The GPU's own name out of a product name: its first word with a digit, up to a dash."""
+    for word in model.replace("NVIDIA", " ").split():
+        if any(char.isdigit() for char in word):
+            return word.split("-")[0]
+    return model
+
+
 @role_required(*VIEWERS)
 def quota_overview_view(request: HttpRequest) -> HttpResponse:
     """The quotas in force: guaranteed vs used vs borrowed per department so far this cycle."""
@@ -68,14 +88,8 @@ def quota_overview_view(request: HttpRequest) -> HttpResponse:
         )
     context = {"overview": overview, "cluster": cluster, "can_plan": user_role(request.user) in PLANNERS}
     if overview.uses:
-        several_models = len({u.quota.gpu_model for u in overview.uses}) > 1
         context["use_figure"] = charts.quota_use_figure(
-            [
-                f"{u.quota.department.name} · {u.quota.gpu_model}"
-                if several_models
-                else u.quota.department.name
-                for u in overview.uses
-            ],
+            row_labels([(u.quota.department.name, u.quota.gpu_model) for u in overview.uses]),
             [u.quota.guaranteed_gpus for u in overview.uses],
             [round(u.mean_used_gpus, 1) for u in overview.uses],
             [round(u.mean_borrowed_gpus, 1) for u in overview.uses],
@@ -177,17 +191,17 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
     }
     with_demand = [q for q in quotas if q.demand_gpus]
     if with_demand:
-        several_models = len({q.gpu_model for q in with_demand}) > 1
+        labels = row_labels([(q.department.name, q.gpu_model) for q in with_demand])
         context["demand_figure"] = charts.demand_distribution_figure(
             [
                 charts.DemandRow(
-                    name=f"{q.department.name} · {q.gpu_model}" if several_models else q.department.name,
+                    name=label,
                     hourly_gpus=q.demand_gpus,
                     percentile_gpus=q.explanation.get("percentile_gpus", 0),
                     proposed_gpus=q.guaranteed_gpus,
                     current_gpus=q.previous_gpus,
                 )
-                for q in with_demand
+                for q, label in zip(with_demand, labels, strict=True)
             ],
             title=_("Hourly demand last cycle (GPUs held or waited for)"),
             demand_label=_("Hourly demand"),
@@ -196,6 +210,7 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
             proposed_label=_("Guarantee of this cycle"),
             current_label=_("Guarantee in force"),
             axis_label=_("GPUs"),
+            log_axis_label=_("GPUs (log scale)"),
         )
     return context
 
