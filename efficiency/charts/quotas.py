@@ -341,16 +341,22 @@ def quota_history_figure(
     title: str,
     shared_pool_label: str,
     axis_label: str,
+    color_positions: Mapping[str, int] | None = None,
 ) -> go.Figure:
     """Stacked bars per quota cycle: each department's guarantee, and the shared pool on top.
 
     ``guaranteed`` maps a department's name to one value per cycle, stacked bottom-up in its
-    order. The shared pool is grey and hatched, so it stays apart from any department colour.
+    order. Each department has its own colour: the one at its position in ``color_positions``
+    (every department of the portal in a stable order, so that a department keeps its colour
+    whoever looks), else at its position here. The shared pool is grey and hatched, apart from
+    every department colour.
     """
     _check_lengths("cycles", cycles, guaranteed)
     _check_lengths("cycles", cycles, {"shared_pool": shared_pool})
     value = "%{y:,.1~f} " + axis_label
-    colors = department_colors(len(guaranteed))
+    positions = color_positions or {name: index for index, name in enumerate(guaranteed)}
+    palette = department_colors(max([*positions.values(), len(guaranteed) - 1], default=-1) + 1)
+    colors = [palette[positions.get(name, index)] for index, name in enumerate(guaranteed)]
     departments = [
         go.Bar(
             name=department,

@@ -118,6 +118,7 @@ def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
         for quota in quotas:
             row = per_department.setdefault(quota.department.name, [0.0] * len(approved))
             row[index[quota.cycle_id]] += quota.guaranteed_gpus
+        every_department = Department.objects.order_by("name", "code").values_list("name", flat=True)
         context["history_figure"] = charts.quota_history_figure(
             [f"{timezone.localtime(c.start):%Y-%m-%d}" for c in approved],
             dict(sorted(per_department.items())),
@@ -125,6 +126,7 @@ def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
             title=_("Guaranteed GPUs per cycle"),
             shared_pool_label=_("Shared pool"),
             axis_label=_("GPUs"),
+            color_positions={name: index for index, name in enumerate(every_department)},
         )
     return render(request, "efficiency/quotas/cycle_list.html", context)
 

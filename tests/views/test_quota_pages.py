@@ -1,5 +1,6 @@
 import csv
 import io
+import json
 
 import pytest
 import yaml
@@ -278,3 +279,20 @@ def test_old_comments_give_their_facts_to_the_detail(db):
     edited.refresh_from_db()
     assert created.comment == ""
     assert (edited.comment, edited.detail) == ("Radar asked for it.", {"borrowing_limit_to_gpus": 4})
+
+
+def test_a_department_has_the_same_colour_in_every_users_cycles_chart(client, proposal):
+    planning, _ = proposal
+
+    def colours(user):
+        client.force_login(user)
+        body = client.get("/quotas/cycles/").content.decode()
+        data = body.split('id="quota-history-chart-data" type="application/json">')[1].split("</script>")[0]
+        return {trace["name"]: trace["marker"]["color"] for trace in json.loads(data)["data"]}
+
+    everyone = colours(planning.committee)
+    # Vision comes after radar for the committee, first (and alone) for its head.
+    mine = colours(planning.head_vision)
+    assert list(mine) == ["Vehicle vision", "Shared pool"]
+    assert mine["Vehicle vision"] == everyone["Vehicle vision"]
+    assert everyone["Radar perception"] != everyone["Vehicle vision"]
