@@ -85,15 +85,16 @@ SHARE_STAGES = {
         "%(keep)s it needs plus at most %(allowed)s: %(gpus)s."
     ),
     ShareStage.GROWTH: gettext_lazy(
-        "Then from growth above the current guarantee: this one keeps %(keep)s plus at most "
-        "%(allowed)s: %(gpus)s."
+        "What departments kept beyond their needs was not enough, so growth above the current "
+        "guarantees is taken back: this one keeps %(keep)s plus at most %(allowed)s: %(gpus)s."
     ),
     ShareStage.WITHIN_BOUND: gettext_lazy(
-        "Then by cuts within the change bound: this one keeps %(keep)s plus at most %(allowed)s: %(gpus)s."
+        "What departments kept beyond their needs and all growth were not enough, so guarantees "
+        "are cut within the change bound: this one keeps %(keep)s plus at most %(allowed)s: %(gpus)s."
     ),
     ShareStage.BEYOND_BOUND: gettext_lazy(
-        "Then by cuts below the change bound, down to the floor: this one keeps %(keep)s plus at "
-        "most %(allowed)s: %(gpus)s."
+        "Cuts within the change bound were not enough either, so guarantees are cut below it, down "
+        "to the floor: this one keeps %(keep)s plus at most %(allowed)s: %(gpus)s."
     ),
     ShareStage.FLOORS: gettext_lazy(
         "The floors alone exceed it, so they shrink too: this one keeps at most %(allowed)s: %(gpus)s."
