@@ -69,8 +69,10 @@ class Quota(models.Model):
     """A department's guaranteed GPUs of one GPU model in one cycle.
 
     ``proposed_gpus`` is what the analysis proposed (kept when the committee edits
-    ``guaranteed_gpus``), ``explanation`` the statistics and the bound behind it, and
-    ``demand_gpus`` the hourly demand it was computed from (mean GPUs per hour).
+    ``guaranteed_gpus``), ``explanation`` the facts behind it — its ``steps`` (percentile, bound,
+    floor, share, rounding, each with its numbers; efficiency.analysis.quotas), rendered in the
+    reader's language by efficiency.views.quota_explanation — and ``demand_gpus`` the hourly
+    demand it was computed from (mean GPUs per hour).
     """
 
     cycle = models.ForeignKey(

@@ -296,3 +296,32 @@ def test_a_department_has_the_same_colour_in_every_users_cycles_chart(client, pr
     assert list(mine) == ["Vehicle vision", "Shared pool"]
     assert mine["Vehicle vision"] == everyone["Vehicle vision"]
     assert everyone["Radar perception"] != everyone["Vehicle vision"]
+
+
+def test_an_explanation_stored_before_the_steps_still_reads_in_either_language(client, proposal):
+    planning, cycle = proposal
+    quota = quota_of(cycle, "radar")
+    quota.explanation = {
+        "percentile": 75.0, "hours": 336, "mean_gpus": 0.0, "p50_gpus": 0.0, "percentile_gpus": 0.0,
+        "peak_gpus": 0.0, "target_gpus": 0, "current_gpus": 24, "bound": "capacity", "lower_gpus": 18,
+        "upper_gpus": 30, "capacity_factor": 0.8421,
+    }  # fmt: skip
+    quota.save(update_fields=["explanation"])
+    client.force_login(planning.head_radar)
+    body = client.get(f"/quotas/cycles/{cycle.pk}/").content.decode()
+    assert "P75 of hourly demand over 336 h: 0.0 GPUs" in body
+    assert "so every one was scaled by 0.84." in body
+    client.cookies["django_language"] = "zh-hans"
+    body = client.get(f"/quotas/cycles/{cycle.pk}/").content.decode()
+    assert "因此每项都按 0.84 缩放" in body
+
+
+def test_chart_rows_name_the_gpu_model_briefly_when_there_are_several():
+    from efficiency.views.quotas import row_labels
+
+    h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+    assert row_labels([("BEV", h100), ("BEV", a100)]) == ["BEV · H100", "BEV · A100"]
+    assert row_labels([("BEV", h100)]) == ["BEV"]
+    # Two models that would read the same keep their full names.
+    a100_40 = "NVIDIA A100-SXM4-40GB"
+    assert row_labels([("BEV", a100), ("BEV", a100_40)]) == [f"BEV · {a100}", f"BEV · {a100_40}"]
