@@ -116,8 +116,10 @@ class QuotaEditForm(forms.Form):
 
 
 class CommentForm(forms.Form):
+    """Why a committee member edits or approves quotas: required, it goes into the history."""
+
     comment = forms.CharField(
-        label=_("Comment"), max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2})
+        label=_("Comment (why)"), max_length=2000, widget=forms.Textarea(attrs={"rows": 2})
     )
 
 

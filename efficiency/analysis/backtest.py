@@ -21,7 +21,8 @@ What is simulated, and so what the numbers mean:
 5. When several queues' heads compete for the shared pool at one instant, the oldest head (submit
    time, then input order) goes first; a head that does not fit does not stop a younger head of
    another queue from borrowing what is left.
-6. At one instant, completions are processed before arrivals, and both before scheduling.
+6. At one instant, completions are processed first, then arrivals, then give-ups (below), and all
+   before scheduling.
 7. GPUs are counted, not placed on nodes: there is no fragmentation, so waits are a lower bound, the
    same way for every policy.
 8. Jobs already running at window start (``started_s`` before it) hold their GPUs from the window
@@ -35,6 +36,11 @@ What is simulated, and so what the numbers mean:
 9. The simulation stops at the window end; jobs still waiting then count as waiting at end, and
    their wait up to the end is included in the wait percentiles (censored), so that a starved queue
    does not look good.
+10. A job whose user cancelled it before it started (in reality) has a ``patience_s``: how long it
+   was left waiting. In the replay it leaves its queue at ``submit_s + patience_s`` unless it has
+   started by then — under a policy that starts it sooner, it runs. One that leaves counts as
+   cancelled, with its wait (its patience) in the wait percentiles and unmet demand; one whose
+   patience ran out before the window start is outside the window.
 
 Allocation rate = allocated / capacity GPU-seconds inside the window; utilization = busy / capacity,
 busy being allocated times the job's measured activity share. Times are epoch seconds.
@@ -65,6 +71,8 @@ class BacktestJob:
     # keeps its GPUs from window start until started_s + duration_s under every policy.
     started_s: float | None = None
     busy_fraction: float | None = None  # measured activity share (0-1) of its allocated time
+    # How long its user let it wait before cancelling it; None: it was never cancelled waiting.
+    patience_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +95,7 @@ class Policy:
 class QueueResult:
     """One department's figures, over all its GPU models.
 
-    ``jobs`` = ``running_at_start`` + ``started`` + ``waiting_at_end``.
+    ``jobs`` = ``running_at_start`` + ``started`` + ``waiting_at_end`` + ``cancelled``.
     """
 
     queue: str
@@ -100,13 +108,15 @@ class QueueResult:
     borrowed_gpu_hours: float  # GPU-time above the guarantee, summed over the queue's models
     unmet_gpu_hours: float
     running_at_start: int = 0
+    cancelled: int = 0  # left the queue when their user's patience ran out
 
 
 @dataclass(frozen=True)
 class BacktestResult:
     """One policy's figures over the window.
 
-    ``jobs_total`` = ``jobs_running_at_start`` + ``jobs_started`` + ``jobs_waiting_at_end``;
+    ``jobs_total`` = ``jobs_running_at_start`` + ``jobs_started`` + ``jobs_waiting_at_end`` +
+    ``jobs_cancelled``;
     skipped jobs and jobs outside the window are counted apart. ``starts`` (only when asked for)
     holds, per input job in input order, its start in epoch seconds: the simulated one, or
     ``started_s`` for a job already running at window start; ``None`` for a job that did not
@@ -132,6 +142,7 @@ class BacktestResult:
     jobs_outside_window: int = 0
     shared_pool_gpus: dict[str, int] | None = None
     starts: tuple[float | None, ...] | None = None
+    jobs_cancelled: int = 0
 
 
 def shared_pools(policy: Policy) -> dict[str, int]:
@@ -202,9 +213,19 @@ class _Model:
 
 
 class _Tally:
-    __slots__ = ("allocated_gpu_s", "jobs", "running_at_start", "started", "unmet_gpu_s", "waiting", "waits")
+    __slots__ = (
+        "allocated_gpu_s",
+        "cancelled",
+        "jobs",
+        "running_at_start",
+        "started",
+        "unmet_gpu_s",
+        "waiting",
+        "waits",
+    )
 
     def __init__(self) -> None:
+        self.cancelled = 0
         self.jobs = 0
         self.running_at_start = 0
         self.started = 0
@@ -305,7 +326,7 @@ def run_backtest(
             if starts is not None:
                 starts[index] = job.started_s
             continue
-        if job.submit_s >= end_s:
+        if job.submit_s >= end_s or (job.patience_s is not None and job.submit_s + job.patience_s <= start_s):
             outside += 1
             continue
         queued.append(index)
@@ -319,6 +340,15 @@ def run_backtest(
     gpus_of = [jobs[index].gpus for index in queued]
     duration_of = [jobs[index].duration_s for index in queued]
     arrival_of = [max(jobs[index].submit_s, start_s) for index in queued]
+    # (when its user gives up, rank) of each job that was cancelled while waiting, soonest first.
+    give_ups = [
+        (jobs[index].submit_s + jobs[index].patience_s, rank)
+        for rank, index in enumerate(queued)
+        if jobs[index].patience_s is not None
+    ]
+    heapq.heapify(give_ups)
+    started_ranks = bytearray(count)
+    cancelled_count = 0
     lane_of = [lane_for(jobs[index].queue, jobs[index].gpu_model) for index in queued]
     tally_of = []
     for index in queued:
@@ -345,6 +375,7 @@ def run_backtest(
         lane.used = used + gpus
         lane.version += 1
         lane.fifo.popleft()
+        started_ranks[rank] = 1
         finish = now + duration_of[rank]
         heappush(completions, (finish, rank, lane, gpus))
         wait = now - arrival_of[rank]
@@ -423,11 +454,32 @@ def run_backtest(
         state.pool_free = free
         state.pool_grew = False
 
+    def give_up(rank: int) -> None:
+        # The job left its queue unstarted: the head leaving lets the next one be tried.
+        nonlocal unmet_gpu_s, cancelled_count
+        lane = lane_of[rank]
+        if lane.fifo[0] == rank:
+            lane.fifo.popleft()
+            lane.version += 1
+            if lane.fifo:
+                heappush(models[lane.model].candidates, (lane.fifo[0], lane.version, lane))
+        else:
+            lane.fifo.remove(rank)
+        wait = now - arrival_of[rank]
+        waits.append(wait)
+        unmet_gpu_s += gpus_of[rank] * wait
+        tally = tally_of[rank]
+        tally.cancelled += 1
+        tally.waits.append(wait)
+        tally.unmet_gpu_s += gpus_of[rank] * wait
+        cancelled_count += 1
+
     next_rank = 0
     while True:
         next_arrival = arrival_of[next_rank] if next_rank < count else math.inf
         next_completion = completions[0][0] if completions else math.inf
-        now = min(next_arrival, next_completion)
+        next_give_up = give_ups[0][0] if give_ups else math.inf
+        now = min(next_arrival, next_completion, next_give_up)
         if now >= end_s:
             break
         while completions and completions[0][0] <= now:
@@ -453,6 +505,10 @@ def run_backtest(
                 lane.version += 1
                 heappush(models[lane.model].candidates, (next_rank, lane.version, lane))
             next_rank += 1
+        while give_ups and give_ups[0][0] <= now:
+            _, rank = heappop(give_ups)
+            if not started_ranks[rank]:
+                give_up(rank)
         for state in model_states:
             if state.candidates or (
                 state.pool_grew and borrowing and state.needs and state.needs[0] <= state.pool_free
@@ -493,6 +549,7 @@ def run_backtest(
             borrowed_gpu_hours=borrowed_by_queue.get(queue, 0.0) / HOUR_S,
             unmet_gpu_hours=tally.unmet_gpu_s / HOUR_S,
             running_at_start=tally.running_at_start,
+            cancelled=tally.cancelled,
         )
 
     hourly = []
@@ -515,7 +572,7 @@ def run_backtest(
         wait_p50_s=percentile_sorted(waits, 50),
         wait_p95_s=percentile_sorted(waits, 95),
         unmet_gpu_hours=unmet_gpu_s / HOUR_S,
-        jobs_total=running_count + started_count + waiting_count,
+        jobs_total=running_count + started_count + waiting_count + cancelled_count,
         jobs_started=started_count,
         jobs_waiting_at_end=waiting_count,
         skipped_jobs=skipped,
@@ -525,6 +582,7 @@ def run_backtest(
         jobs_outside_window=outside,
         shared_pool_gpus=pools,
         starts=tuple(starts) if starts is not None else None,
+        jobs_cancelled=cancelled_count,
     )
 
 

@@ -4,24 +4,41 @@
 GPUs from submission until it ends (or until now, when it has not), so a department whose queue
 is long shows the demand it could not place, not only what its fixed partition let it run.
 
-**Proposal**, per (department, GPU model), from the last cycle's hourly demand:
+**Proposal**, per (department, GPU model), from the last cycle's hourly demand, in five steps that
+are stored with the quota so that anyone can redo the arithmetic:
 
-1. *target* = the chosen percentile of hourly demand, rounded up to whole GPUs;
-2. *change bound*: at most ``max_change_pct`` above or below the current guarantee
-   (a queue without a current guarantee is not bounded);
+1. *percentile*: the chosen percentile of hourly demand, rounded up to whole GPUs (the target);
+2. *bound*: at most ``max_change_pct`` above or below the current guarantee (a queue without a
+   current guarantee is not bounded);
 3. *floor*: at least ``floor_gpus`` for every queue that has demand or a current guarantee;
-4. *capacity*: Σ guaranteed of a GPU model ≤ capacity × ``guaranteed_share``; when the sum is
-   over, the part of every guarantee above its floor is scaled down by one factor (largest
-   remainder rounding, so the budget is met exactly). The rest of the capacity is the shared
-   pool, scheduled on demand.
+4. *share*: Σ guaranteed of a GPU model ≤ capacity × ``guaranteed_share`` (the budget; the rest
+   of the capacity is the shared pool). When the numbers after step 3 add up to more, GPUs are
+   taken in this order, each stage only when the ones before it could not free enough:
 
-Each number keeps the statistics behind it and the bound that decided it, which is what a
-department head asks in the review meeting: "why did my quota change?".
+   a. *surplus*: from departments that keep more than they need (their target, or the floor),
+      down to what they need — a department the bound held above its demand loses more than the
+      bound here, because the share wins over the bound;
+   b. *growth*: from departments above their current guarantee, down to it (no one is cut yet);
+   c. *within the bound*: cuts, down to the bound's lower end (or the floor);
+   d. *beyond the bound*: cuts, down to the floor;
+   e. *floors*: only when the floors alone exceed the budget, the floors themselves.
+
+   Within a stage GPUs are taken by water-filling, weighted by each department's current
+   guarantee (its bounded number when it has none): a level λ is found such that every
+   department keeps at most λ × weight above the stage's minimum, and the total meets the budget.
+   So a department short of GPUs (demand above its guarantee) is never cut while another keeps
+   more than it needs, and no one is cut while another still grows.
+5. *rounding*: the stage's exact numbers are rounded down to whole GPUs, and the GPUs left to
+   reach the budget go one each to the largest remainders (ties: the larger number, then the
+   department code).
+
+When the bound and the share conflict, the share wins: the budget is never exceeded.
 """
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from efficiency.analysis.stats import percentile_sorted
 
@@ -105,13 +122,25 @@ class ProposalSettings:
 
 
 class Bound:
-    """Which rule decided a proposed number."""
+    """Which rule decided a proposed number (the last step that changed it)."""
 
     NONE = "none"  # the percentile target itself
     MAX_INCREASE = "max_increase"
     MAX_DECREASE = "max_decrease"
     FLOOR = "floor"
-    CAPACITY = "capacity"
+    CAPACITY = "capacity"  # the guaranteed share (step 4)
+
+
+class ShareStage:
+    """The stages of fitting a GPU model's guarantees into its guaranteed share, in order."""
+
+    SURPLUS = "surplus"
+    GROWTH = "growth"
+    WITHIN_BOUND = "within_bound"
+    BEYOND_BOUND = "beyond_bound"
+    FLOORS = "floors"
+
+    ORDER = (SURPLUS, GROWTH, WITHIN_BOUND, BEYOND_BOUND, FLOORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +154,12 @@ class DemandStats:
 
 @dataclass(frozen=True)
 class QuotaProposal:
+    """One proposed guarantee and the steps that produced it (see the module doc).
+
+    ``steps`` are plain dicts (stored as JSON with the quota): each names its ``step`` and holds
+    the numbers it used and its result in ``gpus``.
+    """
+
     department: str
     gpu_model: str
     current_gpus: int | None
@@ -132,9 +167,9 @@ class QuotaProposal:
     target_gpus: int  # the percentile, rounded up
     bound: str  # Bound.*
     stats: DemandStats
+    steps: tuple[dict, ...] = ()
     lower_gpus: int | None = None  # the change band around the current guarantee
     upper_gpus: int | None = None
-    capacity_factor: float | None = None  # set when the capacity cap scaled this model down
     percentile: float = 75.0
 
     @property
@@ -142,7 +177,7 @@ class QuotaProposal:
         return None if self.current_gpus is None else self.proposed_gpus - self.current_gpus
 
     def explanation(self) -> dict:
-        """The numbers behind the proposal, as stored with the quota (JSON)."""
+        """The steps behind the proposal and a summary of them, as stored with the quota (JSON)."""
         return {
             "percentile": self.percentile,
             "hours": self.stats.hours,
@@ -155,7 +190,7 @@ class QuotaProposal:
             "bound": self.bound,
             "lower_gpus": self.lower_gpus,
             "upper_gpus": self.upper_gpus,
-            "capacity_factor": None if self.capacity_factor is None else round(self.capacity_factor, 4),
+            "steps": [dict(step) for step in self.steps],
         }
 
 
@@ -165,12 +200,28 @@ class _Draft:
     current: int | None
     stats: DemandStats
     target: int
-    value: int
+    value: int  # the number so far: after the bound, then the floor, then the share
     bound: str
+    need: int  # the target, or the floor for a queue that asks for GPUs
+    floor: int  # the floor that applies (0 for a queue without demand or guarantee)
     lower: int | None = None
     upper: int | None = None
-    floor: int = 0
-    factor: float | None = None
+    bounded: int = 0  # after step 2
+    floored: int = 0  # after step 3
+    # Set when the share decided the number: the stage, its minimum and the allowance above it.
+    stage: str | None = None
+    keep: int = 0
+    allowed: Fraction | None = None
+    exact: Fraction | None = None
+    rounded_up: bool = False
+
+    @property
+    def weight(self) -> int:
+        return self.current or max(self.value, 1)
+
+    @property
+    def asks(self) -> bool:
+        return bool(self.current) or self.stats.peak_gpus > 0
 
 
 def demand_stats(series: Sequence[float], pct: float) -> DemandStats:
@@ -192,7 +243,7 @@ def propose_quotas(
     capacity: Mapping[str, int],
     settings: ProposalSettings,
 ) -> list[QuotaProposal]:
-    """Next cycle's guaranteed GPUs per (department, GPU model), each with why (module doc).
+    """Next cycle's guaranteed GPUs per (department, GPU model), each with its steps (module doc).
 
     Keys whose GPU model is not in ``capacity`` are left out: there is nothing to guarantee.
     """
@@ -205,7 +256,7 @@ def propose_quotas(
         series += [0.0] * (hours - len(series))
         stats = demand_stats(series, settings.percentile)
         target = math.ceil(round(stats.percentile_gpus, 6))
-        draft = _Draft(key, current.get(key), stats, target, target, Bound.NONE)
+        draft = _Draft(key, current.get(key), stats, target, target, Bound.NONE, need=target, floor=0)
         if draft.current:
             change = settings.max_change_pct / 100
             draft.lower = math.ceil(round(draft.current * (1 - change), 6))
@@ -214,59 +265,161 @@ def propose_quotas(
                 draft.value, draft.bound = draft.upper, Bound.MAX_INCREASE
             elif draft.value < draft.lower:
                 draft.value, draft.bound = draft.lower, Bound.MAX_DECREASE
-        if (draft.current or stats.peak_gpus > 0) and draft.value < settings.floor_gpus:
-            draft.value, draft.bound = settings.floor_gpus, Bound.FLOOR
-        draft.floor = min(draft.value, settings.floor_gpus) if (draft.current or stats.peak_gpus > 0) else 0
+        draft.bounded = draft.value
+        if draft.asks:
+            draft.floor = settings.floor_gpus
+            draft.need = max(target, draft.floor)
+            if draft.value < draft.floor:
+                draft.value, draft.bound = draft.floor, Bound.FLOOR
+        draft.floored = draft.value
         drafts.append(draft)
 
+    budgets, asked = {}, {}
     for model, gpus in capacity.items():
-        _cap_to_budget([d for d in drafts if d.key[1] == model], math.floor(gpus * settings.guaranteed_share))
-
+        budgets[model] = math.floor(round(gpus * settings.guaranteed_share, 6))
+        of_model = [d for d in drafts if d.key[1] == model]
+        asked[model] = sum(d.floored for d in of_model)
+        _fit_to_budget(of_model, budgets[model])
     return [
-        QuotaProposal(
-            department=d.key[0],
-            gpu_model=d.key[1],
-            current_gpus=d.current,
-            proposed_gpus=d.value,
-            target_gpus=d.target,
-            bound=d.bound,
-            stats=d.stats,
-            lower_gpus=d.lower,
-            upper_gpus=d.upper,
-            capacity_factor=d.factor,
-            percentile=settings.percentile,
+        _proposal(
+            d, settings, capacity_gpus=capacity[d.key[1]], budget=budgets[d.key[1]], asked=asked[d.key[1]]
         )
         for d in drafts
     ]
 
 
-def _cap_to_budget(drafts: list[_Draft], budget: int) -> None:
-    """Scale the part above the floors down so that the guarantees add up to ``budget``."""
-    total = sum(d.value for d in drafts)
-    if total <= budget:
+def _stage_minimum(draft: _Draft, stage: str, value: int) -> int | None:
+    """The least ``draft`` keeps in ``stage`` (None: the stage does not touch it)."""
+    if stage == ShareStage.SURPLUS:
+        return draft.need if value > draft.need else None
+    if stage == ShareStage.GROWTH:
+        base = max(draft.current or 0, draft.floor)
+        return base if value > base else None
+    if stage == ShareStage.WITHIN_BOUND:
+        return max(draft.lower or 0, draft.floor) if draft.lower is not None else draft.floor
+    if stage == ShareStage.BEYOND_BOUND:
+        return draft.floor
+    return 0
+
+
+def _fit_to_budget(drafts: list[_Draft], budget: int) -> None:
+    """Step 4 and 5 of the module doc for one GPU model: take GPUs stage by stage until the
+    guarantees fit ``budget``, then round to whole GPUs with the budget met exactly."""
+    values = {id(d): Fraction(d.value) for d in drafts}
+    excess = sum(values.values()) - budget
+    if excess <= 0:
         return
-    floors = sum(d.floor for d in drafts)
-    if floors >= budget:
-        # Not even the floors fit: scale everything, floors included.
-        base = {id(d): 0 for d in drafts}
-        scalable = {id(d): d.value for d in drafts}
-        room = budget
-    else:
-        base = {id(d): d.floor for d in drafts}
-        scalable = {id(d): d.value - d.floor for d in drafts}
-        room = budget - floors
-    factor = room / sum(scalable.values())
-    exact = {id(d): scalable[id(d)] * factor for d in drafts}
-    whole = {key: math.floor(value) for key, value in exact.items()}
-    left = room - sum(whole.values())
-    # Largest remainder; ties go to the bigger queue, then in key order (deterministic).
-    for d in sorted(drafts, key=lambda d: (-(exact[id(d)] - whole[id(d)]), -d.value, d.key))[:left]:
+    for stage in ShareStage.ORDER:
+        items = []
+        for d in drafts:
+            minimum = _stage_minimum(d, stage, int(values[id(d)]))
+            if minimum is not None and values[id(d)] > minimum:
+                items.append((d, Fraction(minimum)))
+        room = sum(values[id(d)] - minimum for d, minimum in items)
+        if not items or room <= 0:
+            continue
+        if room <= excess:
+            # The whole stage gives all it can: every department in it keeps its minimum.
+            for d, minimum in items:
+                values[id(d)] = minimum
+                d.stage, d.keep, d.allowed, d.exact = stage, int(minimum), Fraction(0), minimum
+            excess -= room
+            if excess == 0:
+                break
+            continue
+        level = _water_level(
+            [(values[id(d)] - minimum, Fraction(d.weight)) for d, minimum in items], room - excess
+        )
+        for d, minimum in items:
+            allowed = level * d.weight
+            if values[id(d)] - minimum > allowed:
+                values[id(d)] = minimum + allowed
+                d.stage, d.keep, d.allowed, d.exact = stage, int(minimum), allowed, minimum + allowed
+        break
+    _round_to_budget(drafts, values, budget)
+
+
+def _water_level(items: list[tuple[Fraction, Fraction]], total: Fraction) -> Fraction:
+    """The level λ with Σ min(room, λ × weight) = ``total`` over (room, weight) items.
+
+    ``total`` is less than Σ room, so at least one item is held at its allowance λ × weight.
+    """
+    remaining = total
+    open_weight = sum(weight for _, weight in items)
+    for room, weight in sorted(items, key=lambda item: item[0] / item[1]):
+        # Below this item's breakpoint every open item is held at λ × weight.
+        if room / weight * open_weight >= remaining:
+            break
+        remaining -= room
+        open_weight -= weight
+    return remaining / open_weight
+
+
+def _round_to_budget(drafts: list[_Draft], values: dict[int, Fraction], budget: int) -> None:
+    """Whole GPUs: round down, then one more to the largest remainders until the budget is met."""
+    whole = {id(d): math.floor(values[id(d)]) for d in drafts}
+    left = budget - sum(whole.values())
+    fractional = [d for d in drafts if values[id(d)] != whole[id(d)]]
+    fractional.sort(key=lambda d: (-(values[id(d)] - whole[id(d)]), -values[id(d)], d.key))
+    for d in fractional[: max(left, 0)]:
         whole[id(d)] += 1
+        d.rounded_up = True
     for d in drafts:
-        new_value = base[id(d)] + whole[id(d)]
-        if new_value != d.value:
-            d.value, d.bound = new_value, Bound.CAPACITY
-        d.factor = factor
+        if whole[id(d)] != d.value:
+            d.value, d.bound = whole[id(d)], Bound.CAPACITY
+
+
+def _proposal(
+    d: _Draft, settings: ProposalSettings, *, capacity_gpus: int, budget: int, asked: int
+) -> QuotaProposal:
+    exact = d.exact if d.stage is not None and d.exact is not None else Fraction(d.floored)
+    steps = (
+        {
+            "step": "percentile",
+            "percentile": settings.percentile,
+            "hours": d.stats.hours,
+            "mean_gpus": round(d.stats.mean_gpus, 2),
+            "p50_gpus": round(d.stats.p50_gpus, 2),
+            "peak_gpus": round(d.stats.peak_gpus, 2),
+            "percentile_gpus": round(d.stats.percentile_gpus, 6),
+            "gpus": d.target,
+        },
+        {
+            "step": "bound",
+            "current_gpus": d.current,
+            "max_change_pct": settings.max_change_pct,
+            "lower_gpus": d.lower,
+            "upper_gpus": d.upper,
+            "gpus": d.bounded,
+        },
+        {"step": "floor", "floor_gpus": d.floor, "gpus": d.floored},
+        {
+            "step": "share",
+            "gpu_model": d.key[1],
+            "capacity_gpus": capacity_gpus,
+            "guaranteed_share": settings.guaranteed_share,
+            "budget_gpus": budget,
+            "asked_gpus": asked,
+            "stage": d.stage,
+            "keep_gpus": d.keep if d.stage is not None else None,
+            "allowed_gpus": float(d.allowed) if d.allowed is not None else None,
+            "gpus": float(exact),
+        },
+        {"step": "rounding", "exact_gpus": float(exact), "rounded_up": d.rounded_up, "gpus": d.value},
+    )
+    return QuotaProposal(
+        department=d.key[0],
+        gpu_model=d.key[1],
+        current_gpus=d.current,
+        proposed_gpus=d.value,
+        target_gpus=d.target,
+        bound=d.bound,
+        stats=d.stats,
+        steps=steps,
+        lower_gpus=d.lower,
+        upper_gpus=d.upper,
+        percentile=settings.percentile,
+    )
 
 
 def shared_pool_gpus(capacity: Mapping[str, int], guaranteed: Mapping[Key, int]) -> dict[str, int]:

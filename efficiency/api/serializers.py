@@ -24,6 +24,7 @@ from efficiency.models import (
 from efficiency.selectors.quotas import cycle_shared_pool
 from efficiency.services.faults import incident_operations
 from efficiency.services.quotas import EXPORT_FORMATS
+from efficiency.views.quota_explanation import explanation_steps
 
 
 class DepartmentSerializer(serializers.ModelSerializer):
@@ -130,6 +131,12 @@ class LogPushResultSerializer(serializers.ModelSerializer):
 class QuotaSerializer(serializers.ModelSerializer):
     department = serializers.SlugRelatedField(slug_field="code", read_only=True)
     department_name = serializers.CharField(source="department.name", read_only=True)
+    explanation_text = serializers.SerializerMethodField(
+        help_text=_(
+            "The explanation's steps (percentile, bound, floor, share, rounding) as sentences with "
+            "their numbers, in the caller's language; the facts are in explanation.steps."
+        )
+    )
 
     class Meta:
         model = Quota
@@ -144,8 +151,13 @@ class QuotaSerializer(serializers.ModelSerializer):
             "previous_gpus",
             "proposed_gpus",
             "explanation",
+            "explanation_text",
         ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "array", "items": {"type": "string"}})
+    def get_explanation_text(self, quota: Quota) -> list[str]:
+        return explanation_steps(quota.explanation, quota.cycle.proposal_settings)
 
 
 class QuotaUpdateSerializer(serializers.Serializer):
@@ -159,7 +171,7 @@ class QuotaUpdateSerializer(serializers.Serializer):
         allow_null=True,
         help_text=_("Most GPUs the department may borrow from the shared pool; null: no limit."),
     )
-    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    comment = serializers.CharField(max_length=2000, help_text=_("Why (required; kept in the history)."))
 
 
 class QuotaObjectionSerializer(serializers.ModelSerializer):
@@ -210,7 +222,18 @@ class QuotaEventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = QuotaEvent
-        fields = ["id", "kind", "department", "gpu_model", "actor", "at", "from_gpus", "to_gpus", "comment"]
+        fields = [
+            "id",
+            "kind",
+            "department",
+            "gpu_model",
+            "actor",
+            "at",
+            "from_gpus",
+            "to_gpus",
+            "comment",
+            "detail",
+        ]
         read_only_fields = fields
 
 
@@ -272,7 +295,7 @@ class QuotaCycleQuerySerializer(ClusterQuerySerializer):
 
 
 class QuotaApproveSerializer(serializers.Serializer):
-    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    comment = serializers.CharField(max_length=2000, help_text=_("Why (required; kept in the history)."))
 
 
 class QuotaProposeSerializer(ClusterQuerySerializer):

@@ -241,6 +241,13 @@ def _query(serializer_class, request) -> dict:
     return query.validated_data
 
 
+def _validation_error(error: DjangoValidationError) -> ValidationError:
+    """A service's ValidationError as DRF's 400: by field when it names fields."""
+    if hasattr(error, "error_dict"):
+        return ValidationError(error.message_dict)
+    return ValidationError({api_settings.NON_FIELD_ERRORS_KEY: error.messages})
+
+
 def _body(serializer_class, request, **kwargs) -> dict:
     body = serializer_class(data=request.data, **kwargs)
     body.is_valid(raise_exception=True)
@@ -319,16 +326,14 @@ class QuotaCycleViewSet(viewsets.ReadOnlyModelViewSet):
     def approve(self, request, pk=None):
         """Approve a proposal (committee): its quotas come into force at its start.
 
-        Refused with the reasons when a GPU model's guarantees exceed its capacity.
+        Needs a comment; refused with the reasons when a GPU model's guarantees exceed its capacity.
         """
         cycle = self.get_object()
         body = _body(serializers.QuotaApproveSerializer, request)
         try:
-            quota_services.quota_cycle_approve(
-                cycle=cycle, actor=request.user, comment=body.get("comment", "")
-            )
+            quota_services.quota_cycle_approve(cycle=cycle, actor=request.user, comment=body["comment"])
         except DjangoValidationError as error:
-            raise ValidationError({api_settings.NON_FIELD_ERRORS_KEY: error.messages}) from None
+            raise _validation_error(error) from None
         except quota_services.QuotaError as error:
             raise QuotaRefused(str(error)) from None
         return self._detail(cycle.pk)
@@ -439,7 +444,11 @@ class QuotaViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         responses={200: serializers.QuotaSerializer, 400: QUOTA_REFUSED},
     )
     def partial_update(self, request, pk=None):
-        """Set a proposed quota's guaranteed GPUs and borrowing limit (null: no limit)."""
+        """Set a proposed quota's guaranteed GPUs and borrowing limit (null: no limit), with a comment.
+
+        A number that takes its GPU model's guarantees past the capacity (a negative shared pool)
+        is a 400 on ``guaranteed_gpus`` with the numbers, the check approval makes.
+        """
         quota = self.get_object()
         body = _body(serializers.QuotaUpdateSerializer, request)
         try:
@@ -448,8 +457,10 @@ class QuotaViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
                 actor=request.user,
                 guaranteed_gpus=body.get("guaranteed_gpus", quota.guaranteed_gpus),
                 borrowing_limit_gpus=body.get("borrowing_limit_gpus", quota.borrowing_limit_gpus),
-                comment=body.get("comment", ""),
+                comment=body["comment"],
             )
+        except DjangoValidationError as error:
+            raise _validation_error(error) from None
         except quota_services.QuotaError as error:
             raise QuotaRefused(str(error)) from None
         quota.refresh_from_db()

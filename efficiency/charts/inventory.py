@@ -22,7 +22,8 @@ def gpu_ownership_figure(
     shared_pool_label: str,
     axis_label: str,
 ) -> go.Figure:
-    """Stacked bars: GPUs per owner (department or shared pool), one trace per GPU model."""
+    """Stacked bars: GPUs per owner (a department, or ``shared_pool_label`` for GPUs no department
+    owns), one trace per GPU model."""
     owners: list[str] = []
     by_model: dict[str, dict[str, int]] = defaultdict(dict)
     for row in rows:

@@ -3,8 +3,15 @@
 Every builder takes plain data and already translated text, and returns a themed Plotly figure.
 Charts with one row per department grow with the number of departments, so that a cluster of 50
 or more departments stays readable: the page scrolls rather than the labels overlapping.
+
+They fit a projector and a phone alike: a long title is wrapped into lines a 390 px screen shows
+whole and pushes the plot down (never cut off), and the legend sits below the plot, where it may
+wrap, instead of beside the title.
 """
 
+import colorsys
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,8 +43,29 @@ ROW_GAP_PX = 12
 # nor below a bar thick enough to hover.
 READABLE_ROW_PX = 28
 MIN_BAR_PX = 8
-# A horizontal legend above the plot wraps into many lines past this; a vertical one scrolls.
+# The fault charts move a horizontal legend aside past this many entries.
 HORIZONTAL_LEGEND_MAX_ENTRIES = 8
+# A title line of at most this many units (a CJK character counts two) fits a phone's 390 px
+# (the title's font is about 18 px).
+TITLE_LINE_UNITS = 30
+TITLE_LINE_PX = 26
+# A row label (department · GPU model) longer than this wraps.
+ROW_LABEL_UNITS = 20
+# Room for the legend below the plot: a line of entries, and one more per this many entries
+# (a narrow screen wraps them).
+LEGEND_LINE_PX = 26
+LEGEND_ENTRIES_PER_LINE = 3
+# Demand boxes switch to a log scale when one row's peak passes the rows' median peak this often.
+LOG_SCALE_SPREAD = 10.0
+LOG_TICKS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
+# One colour per department, none of them grey (the shared pool's): Tableau's 20 without its two
+# greys and its two palest (a purple and a brown from ColorBrewer's Paired instead), then evenly
+# spread hues for clusters with more departments.
+DEPARTMENT_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#6a3d9a", "#b15928", "#f7b6d2",
+    "#dbdb8d", "#9edae5",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +160,7 @@ def demand_distribution_figure(
     proposed_label: str,
     current_label: str,
     axis_label: str,
+    log_axis_label: str | None = None,
 ) -> go.Figure:
     """Per row, a horizontal box of hourly demand (GPUs) with the quota numbers marked on it.
 
@@ -140,14 +169,21 @@ def demand_distribution_figure(
     and each kind of marker has one. Rows run top-down in the given order; a row without hourly
     demand shows its markers only. The box hover names its statistics through Plotly's own
     words (median, q1, ...), which follow the Plotly locale of the page.
+
+    When one row's peak is more than ``LOG_SCALE_SPREAD`` times the rows' median peak, a linear
+    axis would flatten every other box against zero: the axis then shows log10(1 + GPUs), which
+    keeps zero at zero and each box's order statistics, with ticks and marker hovers in GPUs and
+    ``log_axis_label`` as its title (the boxes' own hover, in logarithms, is turned off).
     """
     names = [row.name for row in rows]
+    log_scale = _needs_log_scale(rows)
+    scale = _log1p if log_scale else float
     boxes = [
         go.Box(
             name=demand_label,
             # y0 places each box on its row, so that every box can carry the one legend name.
             y0=row.name,
-            x=list(row.hourly_gpus),
+            x=[scale(value) for value in row.hourly_gpus],
             orientation="h",
             legendgroup="demand",
             showlegend=index == 0,
@@ -155,6 +191,7 @@ def demand_distribution_figure(
             marker={"color": BUSY_COLOR, "size": 4},
             line={"color": BUSY_COLOR, "width": 1.5},
             fillcolor=DEMAND_BOX_FILL_COLOR,
+            hoverinfo="skip" if log_scale else None,
         )
         for index, row in enumerate(rows)
     ]
@@ -166,6 +203,7 @@ def demand_distribution_figure(
             [row.percentile_gpus for row in rows],
             axis_label=axis_label,
             marker={"symbol": "diamond", "size": 13, "color": PERCENTILE_COLOR},
+            log_scale=log_scale,
         ),
         _row_markers(
             proposed_label,
@@ -174,6 +212,7 @@ def demand_distribution_figure(
             axis_label=axis_label,
             # A line symbol has no fill: its stroke is the marker line.
             marker={"symbol": "line-ns", "size": 24, "line": {"color": PROPOSED_COLOR, "width": 4}},
+            log_scale=log_scale,
         ),
         _row_markers(
             current_label,
@@ -182,12 +221,37 @@ def demand_distribution_figure(
             axis_label=axis_label,
             # An open symbol strokes with the marker colour.
             marker={"symbol": "circle-open", "size": 13, "color": OWNED_COLOR, "line": {"width": 2.5}},
+            log_scale=log_scale,
         ),
     ]
     figure = go.Figure([*boxes, *markers])
     figure.update_layout(showlegend=True)
     figure.update_xaxes(title_text=axis_label)
-    return _rows_layout(figure, names, title=title, bars_per_row=2)
+    figure = _rows_layout(figure, names, title=title, bars_per_row=2, legend_entries=4)
+    if log_scale:
+        peak = max(max([*row.hourly_gpus, row.percentile_gpus, row.proposed_gpus, row.current_gpus or 0])
+                   for row in rows)  # fmt: skip
+        ticks = [tick for tick in LOG_TICKS if tick <= peak * 1.5] or [0]
+        if _log1p(peak) > 2.5:
+            # Past a few hundred GPUs, decades alone: 1-2-5 steps would crowd a phone's axis.
+            ticks = [tick for tick in ticks if tick == 0 or math.log10(tick).is_integer()]
+        figure.update_xaxes(
+            title_text=log_axis_label or axis_label,
+            tickvals=[_log1p(tick) for tick in ticks],
+            ticktext=[f"{tick:,}" for tick in ticks],
+            range=[0, _log1p(peak) * 1.03],
+        )
+    return figure
+
+
+def _log1p(gpus: float) -> float:
+    return math.log10(1 + max(gpus, 0.0))
+
+
+def _needs_log_scale(rows: Sequence[DemandRow]) -> bool:
+    peaks = [max([*row.hourly_gpus, row.percentile_gpus]) for row in rows]
+    positive = [peak for peak in peaks if peak > 0]
+    return len(positive) >= 2 and max(positive) > LOG_SCALE_SPREAD * statistics.median(positive)
 
 
 def backtest_waits_figure(
@@ -220,7 +284,13 @@ def backtest_waits_figure(
         barmode="group", bargap=0.25, bargroupgap=0.05, hovermode="y unified", showlegend=True
     )
     figure.update_xaxes(title_text=axis_label)
-    return _rows_layout(figure, departments, title=title, bars_per_row=max(2, len(waits_hours)))
+    return _rows_layout(
+        figure,
+        departments,
+        title=title,
+        bars_per_row=max(2, len(waits_hours)),
+        legend_entries=len(waits_hours),
+    )
 
 
 def backtest_allocation_figure(
@@ -260,7 +330,7 @@ def backtest_allocation_figure(
     figure = go.Figure([*policies, capacity])
     figure.update_layout(hovermode="x unified", showlegend=True)
     figure.update_yaxes(title_text=axis_label)
-    return apply_theme(figure, title=title)
+    return _fit(figure, title=title, height_px=420, legend_entries=len(figure.data))
 
 
 def quota_history_figure(
@@ -271,23 +341,31 @@ def quota_history_figure(
     title: str,
     shared_pool_label: str,
     axis_label: str,
+    color_positions: Mapping[str, int] | None = None,
 ) -> go.Figure:
     """Stacked bars per quota cycle: each department's guarantee, and the shared pool on top.
 
     ``guaranteed`` maps a department's name to one value per cycle, stacked bottom-up in its
-    order. The shared pool is grey and hatched, so it stays apart from any department colour.
+    order. Each department has its own colour: the one at its position in ``color_positions``
+    (every department of the portal in a stable order, so that a department keeps its colour
+    whoever looks), else at its position here. The shared pool is grey and hatched, apart from
+    every department colour.
     """
     _check_lengths("cycles", cycles, guaranteed)
     _check_lengths("cycles", cycles, {"shared_pool": shared_pool})
     value = "%{y:,.1~f} " + axis_label
+    positions = color_positions or {name: index for index, name in enumerate(guaranteed)}
+    palette = department_colors(max([*positions.values(), len(guaranteed) - 1], default=-1) + 1)
+    colors = [palette[positions.get(name, index)] for index, name in enumerate(guaranteed)]
     departments = [
         go.Bar(
             name=department,
             x=list(cycles),
             y=list(values),
+            marker={"color": color},
             hovertemplate=_hover_line(department, value, prefix="%{x}<br>"),
         )
-        for department, values in guaranteed.items()
+        for (department, values), color in zip(guaranteed.items(), colors, strict=True)
     ]
     pool = go.Bar(
         name=shared_pool_label,
@@ -301,17 +379,42 @@ def quota_history_figure(
     # Cycle names such as "2024" would otherwise become a numeric axis.
     figure.update_xaxes(type="category")
     figure.update_yaxes(title_text=axis_label)
-    figure = apply_theme(figure, title=title)
-    if len(figure.data) > HORIZONTAL_LEGEND_MAX_ENTRIES:
-        figure.update_layout(
-            legend={"orientation": "v", "yanchor": "top", "y": 1, "xanchor": "left", "x": 1.02}
-        )
-    return figure
+    return _fit(figure, title=title, height_px=420, legend_entries=len(figure.data))
+
+
+def department_colors(count: int) -> list[str]:
+    """``count`` distinct colours, none grey: the palette first, then hues spread evenly."""
+    colors = list(DEPARTMENT_COLORS[:count])
+    extra = count - len(colors)
+    for index in range(extra):
+        # Golden-angle hues keep neighbours apart however many there are.
+        hue = (index * 0.381966 + 0.05) % 1.0
+        lightness = (0.42, 0.58)[index % 2]
+        red, green, blue = colorsys.hls_to_rgb(hue, lightness, 0.62)
+        colors.append(f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}")
+    return colors
 
 
 def _row_markers(
-    name: str, rows: Sequence[str], values: Sequence[float | None], *, axis_label: str, marker: dict
+    name: str,
+    rows: Sequence[str],
+    values: Sequence[float | None],
+    *,
+    axis_label: str,
+    marker: dict,
+    log_scale: bool = False,
 ) -> go.Scatter:
+    if log_scale:
+        return go.Scatter(
+            name=name,
+            y=list(rows),
+            x=[None if value is None else _log1p(value) for value in values],
+            customdata=list(values),
+            mode="markers",
+            marker=marker,
+            cliponaxis=False,
+            hovertemplate=_hover_line(name, "%{customdata:,.1~f} " + axis_label, prefix="%{y}<br>"),
+        )
     return go.Scatter(
         name=name,
         y=list(rows),
@@ -323,27 +426,126 @@ def _row_markers(
     )
 
 
-def _rows_layout(figure: go.Figure, rows: Sequence[str], *, title: str, bars_per_row: int) -> go.Figure:
+def _rows_layout(
+    figure: go.Figure, rows: Sequence[str], *, title: str, bars_per_row: int, legend_entries: int = 3
+) -> go.Figure:
     """Theme a chart with one category row per item: first item on top, height grown with rows."""
     # Categories run bottom-up by default; reverse so the list reads top-down in the given order.
     # An explicit order and type keep rows as given, even names that look like numbers.
     figure.update_yaxes(
-        type="category", categoryorder="array", categoryarray=list(rows), autorange="reversed"
+        type="category",
+        categoryarray=list(rows),
+        categoryorder="array",
+        autorange="reversed",
+        # Long names wrap into lines, so that on a phone they leave the plot its width.
+        tickmode="array",
+        tickvals=list(rows),
+        ticktext=[wrap_title(row, units=ROW_LABEL_UNITS) for row in rows],
     )
-    figure = apply_theme(figure, title=title, height_px=_rows_height_px(len(rows), bars_per_row))
+    legend_px = _legend_px(legend_entries)
+    figure = _fit(
+        figure,
+        title=title,
+        height_px=_rows_height_px(len(rows), bars_per_row, extra_px=legend_px),
+        legend_entries=0,
+    )
     # The theme assumes vertical values; here x carries them, so the grid moves to x.
     figure.update_xaxes(gridcolor=GRID_COLOR, showgrid=True, rangemode="tozero")
     figure.update_yaxes(showgrid=False)
     return figure
 
 
-def _rows_height_px(rows: int, bars_per_row: int) -> int:
+def _rows_height_px(rows: int, bars_per_row: int, *, extra_px: int = 0) -> int:
     row_px = max(DEPARTMENT_ROW_PX, BAR_PX * bars_per_row + ROW_GAP_PX)
     min_row_px = max(READABLE_ROW_PX, MIN_BAR_PX * bars_per_row)
     # Up to the usual maximum, as the usage department charts; past it rows shrink to stay
     # readable, and the chart keeps growing instead of dropping labels.
-    ceiling_px = max(MAX_HEIGHT_PX, DEPARTMENT_CHROME_PX + min_row_px * rows)
-    return max(MIN_HEIGHT_PX, min(ceiling_px, DEPARTMENT_CHROME_PX + row_px * rows))
+    ceiling_px = max(MAX_HEIGHT_PX, DEPARTMENT_CHROME_PX + extra_px + min_row_px * rows)
+    return max(MIN_HEIGHT_PX, min(ceiling_px, DEPARTMENT_CHROME_PX + extra_px + row_px * rows))
+
+
+def _legend_px(entries: int) -> int:
+    return LEGEND_LINE_PX * (1 + entries // LEGEND_ENTRIES_PER_LINE)
+
+
+def _fit(figure: go.Figure, *, title: str, height_px: int, legend_entries: int) -> go.Figure:
+    """The theme, with the title wrapped to fit a phone and the legend below the plot.
+
+    ``legend_entries`` adds room for the legend's lines to ``height_px`` (0: already counted).
+    """
+    height_px += _legend_px(legend_entries) if legend_entries else 0
+    text = wrap_title(title)
+    title_px = TITLE_LINE_PX * (text.count("<br>") + 1)
+    height_px += title_px - TITLE_LINE_PX
+    figure = apply_theme(figure, title=text, height_px=height_px)
+    figure.update_layout(
+        # The top margin holds every line of the title, centred in it; the legend sits at the
+        # bottom, so the two never meet.
+        title={"yref": "container", "y": 1 - (title_px / 2 + 12) / height_px, "yanchor": "middle"},
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "xref": "container",
+            "xanchor": "left",
+            "x": 0,
+        },
+        margin={"t": title_px + 30, "b": 30},
+    )
+    return figure
+
+
+def wrap_title(title: str, *, units: int = TITLE_LINE_UNITS) -> str:
+    """``title`` broken into lines of at most ``units`` (a CJK character counts two) with <br>.
+
+    Latin text breaks at spaces; CJK text between any two characters, except before closing
+    punctuation. A word longer than a line stays whole.
+    """
+    lines: list[str] = []
+    line = ""
+    for token in _title_tokens(title):
+        candidate = (line + token) if line else token.lstrip()
+        if line and _units(candidate.rstrip()) > units:
+            lines.append(line.rstrip())
+            line = token.lstrip()
+        else:
+            line = candidate
+    if line.strip():
+        lines.append(line.rstrip())
+    return "<br>".join(lines)
+
+
+CLOSING = set("，。、：；！？）」』》〉,.:;!?)")
+
+
+def _title_tokens(title: str) -> list[str]:
+    tokens: list[str] = []
+    word = ""
+    for char in title:
+        if _units(char) == 2 or char == " ":
+            if char in CLOSING and tokens and not word:
+                tokens[-1] += char
+                continue
+            if word:
+                tokens.append(word)
+                word = ""
+            if char == " ":
+                word = " "
+            else:
+                tokens.append(char)
+            continue
+        if char in CLOSING and not word and tokens:
+            tokens[-1] += char
+            continue
+        word += char
+    if word:
+        tokens.append(word)
+    return tokens
+
+
+def _units(text: str) -> int:
+    return sum(2 if ord(char) >= 0x2E80 else 1 for char in text)
 
 
 def _check_lengths(

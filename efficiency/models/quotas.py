@@ -69,8 +69,10 @@ class Quota(models.Model):
     """A department's guaranteed GPUs of one GPU model in one cycle.
 
     ``proposed_gpus`` is what the analysis proposed (kept when the committee edits
-    ``guaranteed_gpus``), ``explanation`` the statistics and the bound behind it, and
-    ``demand_gpus`` the hourly demand it was computed from (mean GPUs per hour).
+    ``guaranteed_gpus``), ``explanation`` the facts behind it — its ``steps`` (percentile, bound,
+    floor, share, rounding, each with its numbers; efficiency.analysis.quotas), rendered in the
+    reader's language by efficiency.views.quota_explanation — and ``demand_gpus`` the hourly
+    demand it was computed from (mean GPUs per hour).
     """
 
     cycle = models.ForeignKey(
@@ -138,7 +140,11 @@ class QuotaObjection(models.Model):
 
 
 class QuotaEvent(models.Model):
-    """One recorded change of a cycle: who did what, when, from which number to which."""
+    """One recorded change of a cycle: who did what, when, from which number to which.
+
+    ``comment`` holds only what a person wrote; facts the portal records beside it (a changed
+    borrowing limit) go to ``detail`` and are rendered in the reader's language.
+    """
 
     cycle = models.ForeignKey(QuotaCycle, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(_("kind"), max_length=20, choices=QuotaEventKind.choices)
@@ -153,6 +159,7 @@ class QuotaEvent(models.Model):
     from_gpus = models.IntegerField(null=True, blank=True)
     to_gpus = models.IntegerField(null=True, blank=True)
     comment = models.TextField(_("comment"), blank=True)
+    detail = models.JSONField(_("detail"), default=dict, blank=True)
 
     class Meta:
         ordering = ["-at", "-id"]

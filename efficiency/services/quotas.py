@@ -13,6 +13,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -111,7 +112,7 @@ def quota_cycle_initial_create(
         Quota(cycle=cycle, department=departments[code], gpu_model=model, guaranteed_gpus=gpus)
         for (code, model), gpus in sorted(owned_gpus(cluster=cluster).items())
     )
-    _event(cycle, QuotaEventKind.CREATED, actor=actor, at=now, comment=_("Fixed partition: owned GPUs."))
+    _event(cycle, QuotaEventKind.CREATED, actor=actor, at=now)
     return cycle
 
 
@@ -218,68 +219,147 @@ def _must_be_proposed(cycle: QuotaCycle) -> None:
         raise QuotaError(_("This cycle is approved; its quotas can no longer change."))
 
 
+def _require_comment(comment: str) -> str:
+    comment = comment.strip()
+    if not comment:
+        raise ValidationError({"comment": _("Say why: a comment is required.")})
+    return comment
+
+
+class QuotaOverCapacity(ValidationError):
+    """Guarantees of some GPU models exceed their capacity (the shared pool would be negative).
+
+    ``by_model`` maps each to its message with the numbers. With ``field``, the messages belong
+    to that field (``guaranteed_gpus`` for an edit).
+    """
+
+    def __init__(self, messages: dict[str, str], *, field: str | None = None) -> None:
+        self.by_model = dict(messages)
+        texts = [messages[model] for model in sorted(messages)]
+        super().__init__({field: texts} if field else texts)
+
+
+def _over_capacity(capacity: dict, guaranteed: dict[str, int]) -> dict[str, str]:
+    return {
+        model: _("%(model)s: %(guaranteed)d GPUs guaranteed but only %(capacity)d in the cluster.")
+        % {"model": model, "guaranteed": gpus, "capacity": capacity.get(model, 0)}
+        for model, gpus in guaranteed.items()
+        if gpus > capacity.get(model, 0)
+    }
+
+
+def _guaranteed_per_model(quotas) -> dict[str, int]:
+    guaranteed: dict[str, int] = defaultdict(int)
+    for quota in quotas:
+        guaranteed[quota.gpu_model] += quota.guaranteed_gpus
+    return guaranteed
+
+
+def check_within_capacity(cycle: QuotaCycle) -> None:
+    """QuotaOverCapacity naming each GPU model whose guarantees exceed its capacity.
+
+    The one check behind both edits and approval: a shared pool is never negative.
+    """
+    errors = _over_capacity(cycle.capacity, _guaranteed_per_model(cycle.quotas.all()))
+    if errors:
+        raise QuotaOverCapacity(errors)
+
+
 @transaction.atomic
+def quota_cycle_edit(
+    *,
+    cycle: QuotaCycle,
+    actor,
+    numbers: Mapping[int, tuple[int, int | None]],
+    comment: str,
+    now: datetime | None = None,
+) -> int:
+    """A committee member sets proposed quotas of one cycle; returns how many changed.
+
+    ``numbers`` maps a quota's id to its (guaranteed GPUs, borrowing limit or None). Every change
+    is recorded with who, when and the comment, which is required. The numbers are checked
+    together, as approval checks them: when a GPU model's guarantees would exceed its capacity
+    (a negative shared pool) nothing changes and QuotaOverCapacity names the field and numbers.
+    """
+    now = now or timezone.now()
+    cycle = QuotaCycle.objects.select_for_update().get(pk=cycle.pk)
+    _must_be_proposed(cycle)
+    for guaranteed_gpus, borrowing_limit_gpus in numbers.values():
+        if guaranteed_gpus < 0 or (borrowing_limit_gpus is not None and borrowing_limit_gpus < 0):
+            raise QuotaError(_("GPU numbers cannot be negative."))
+    quotas = list(cycle.quotas.select_for_update().select_related("department").order_by("pk"))
+    changed = [
+        (quota, *numbers[quota.pk])
+        for quota in quotas
+        if quota.pk in numbers
+        and (quota.guaranteed_gpus, quota.borrowing_limit_gpus) != tuple(numbers[quota.pk])
+    ]
+    if not changed:
+        return 0
+    comment = _require_comment(comment)
+    after = {quota.pk: quota.guaranteed_gpus for quota in quotas}
+    after.update({quota.pk: gpus for quota, gpus, _limit in changed})
+    guaranteed: dict[str, int] = defaultdict(int)
+    for quota in quotas:
+        guaranteed[quota.gpu_model] += after[quota.pk]
+    errors = _over_capacity(cycle.capacity, guaranteed)
+    if errors:
+        raise QuotaOverCapacity(errors, field="guaranteed_gpus")
+    for quota, guaranteed_gpus, borrowing_limit_gpus in changed:
+        detail = {}
+        if quota.borrowing_limit_gpus != borrowing_limit_gpus:
+            detail = {
+                "borrowing_limit_from_gpus": quota.borrowing_limit_gpus,
+                "borrowing_limit_to_gpus": borrowing_limit_gpus,
+            }
+        _event(
+            cycle,
+            QuotaEventKind.EDITED,
+            actor=actor,
+            at=now,
+            department=quota.department,
+            gpu_model=quota.gpu_model,
+            from_gpus=quota.guaranteed_gpus,
+            to_gpus=guaranteed_gpus,
+            comment=comment,
+            detail=detail,
+        )
+        quota.guaranteed_gpus = guaranteed_gpus
+        quota.borrowing_limit_gpus = borrowing_limit_gpus
+        quota.save(update_fields=["guaranteed_gpus", "borrowing_limit_gpus"])
+    return len(changed)
+
+
 def quota_update(
     *,
     quota: Quota,
     actor,
     guaranteed_gpus: int,
     borrowing_limit_gpus: int | None,
-    comment: str = "",
+    comment: str,
     now: datetime | None = None,
 ) -> bool:
-    """A committee member sets a proposed quota; returns whether anything changed."""
-    now = now or timezone.now()
-    quota = Quota.objects.select_for_update().select_related("cycle", "department").get(pk=quota.pk)
-    _must_be_proposed(quota.cycle)
-    if guaranteed_gpus < 0 or (borrowing_limit_gpus is not None and borrowing_limit_gpus < 0):
-        raise QuotaError(_("GPU numbers cannot be negative."))
-    if (quota.guaranteed_gpus, quota.borrowing_limit_gpus) == (guaranteed_gpus, borrowing_limit_gpus):
-        return False
-    note = comment
-    if quota.borrowing_limit_gpus != borrowing_limit_gpus:
-        limit = _("none") if borrowing_limit_gpus is None else str(borrowing_limit_gpus)
-        note = " ".join(filter(None, [_("Borrowing limit: %(limit)s.") % {"limit": limit}, comment]))
-    _event(
-        quota.cycle,
-        QuotaEventKind.EDITED,
+    """A committee member sets one proposed quota (see quota_cycle_edit); whether it changed."""
+    changed = quota_cycle_edit(
+        cycle=quota.cycle,
         actor=actor,
-        at=now,
-        department=quota.department,
-        gpu_model=quota.gpu_model,
-        from_gpus=quota.guaranteed_gpus,
-        to_gpus=guaranteed_gpus,
-        comment=note,
+        numbers={quota.pk: (guaranteed_gpus, borrowing_limit_gpus)},
+        comment=comment,
+        now=now,
     )
-    quota.guaranteed_gpus = guaranteed_gpus
-    quota.borrowing_limit_gpus = borrowing_limit_gpus
-    quota.save(update_fields=["guaranteed_gpus", "borrowing_limit_gpus"])
-    return True
-
-
-def check_within_capacity(cycle: QuotaCycle) -> None:
-    """ValidationError naming each GPU model whose guarantees exceed its capacity."""
-    guaranteed: dict[str, int] = defaultdict(int)
-    for model, gpus in cycle.quotas.values_list("gpu_model", "guaranteed_gpus"):
-        guaranteed[model] += gpus
-    errors = [
-        _("%(model)s: %(guaranteed)d GPUs guaranteed but only %(capacity)d in the cluster.")
-        % {"model": model, "guaranteed": gpus, "capacity": cycle.capacity.get(model, 0)}
-        for model, gpus in sorted(guaranteed.items())
-        if gpus > cycle.capacity.get(model, 0)
-    ]
-    if errors:
-        raise ValidationError(errors)
+    return changed > 0
 
 
 @transaction.atomic
-def quota_cycle_approve(
-    *, cycle: QuotaCycle, actor, comment: str = "", now: datetime | None = None
-) -> QuotaCycle:
-    """A committee member approves a proposal: its quotas come into force at its start."""
+def quota_cycle_approve(*, cycle: QuotaCycle, actor, comment: str, now: datetime | None = None) -> QuotaCycle:
+    """A committee member approves a proposal: its quotas come into force at its start.
+
+    Needs a comment; refused (QuotaOverCapacity) while a GPU model's guarantees exceed its capacity.
+    """
     now = now or timezone.now()
     cycle = QuotaCycle.objects.select_for_update().get(pk=cycle.pk)
     _must_be_proposed(cycle)
+    comment = _require_comment(comment)
     check_within_capacity(cycle)
     cycle.status = QuotaCycleStatus.APPROVED
     cycle.approved_at, cycle.approved_by, cycle.approval_comment = now, actor, comment
@@ -332,8 +412,9 @@ def quota_objection_answer(
 def backtest_jobs(rows: list[JobRow], *, start_s: float, end_s: float) -> list[BacktestJob]:
     """Jobs as the backtest replays them.
 
-    A job cancelled before it started is left out (its run time is unknown); one still waiting
-    gets the median run time of its department's jobs; one still running, its run time so far.
+    A job still waiting gets the median run time of its department's jobs; one still running, its
+    run time so far. A job its user cancelled before it started gets that median too, and its wait
+    as its patience: the replay drops it again unless the policy starts it by then.
     """
     runtimes: dict[str, list[float]] = defaultdict(list)
     for row in rows:
@@ -344,10 +425,11 @@ def backtest_jobs(rows: list[JobRow], *, start_s: float, end_s: float) -> list[B
     medians = {queue: statistics.median(values) for queue, values in runtimes.items()}
     jobs = []
     for row in rows:
+        patience = None
         if row.start_s is None:
-            if row.end_s is not None:
-                continue
             duration = medians.get(row.department, fallback)
+            if row.end_s is not None:
+                patience = max(row.end_s - row.submit_s, 0.0)
         else:
             duration = (row.end_s if row.end_s is not None else end_s) - row.start_s
         jobs.append(
@@ -359,6 +441,7 @@ def backtest_jobs(rows: list[JobRow], *, start_s: float, end_s: float) -> list[B
                 duration_s=max(duration, 1.0),
                 started_s=row.start_s if row.start_s is not None and row.start_s < start_s else None,
                 busy_fraction=row.busy_fraction,
+                patience_s=patience,
             )
         )
     return jobs

@@ -70,6 +70,10 @@ class Calibration:
     kalos_mean_gpus: float
     seren_mean_gpus: float
     final_state_shares: tuple[tuple[str, float], ...]
+    # Alibaba gpu-v2023: share of pods deleted while still pending (cancelled before they started),
+    # and how long those had waited (s) at percentiles 0..100.
+    pending_cancel_share: float
+    pending_cancel_wait_s: QuantileTable
 
 
 def _pooled(rows: list[dict[str, str]], columns: tuple[str, ...]) -> QuantileTable:
@@ -86,6 +90,7 @@ def calibration() -> Calibration:
     serving = _read("genai_duty_cycle_quantiles.csv")
     summary = {row["id"]: row for row in _read("acme_cluster_summary.csv")}
     kalos = summary["Kalos"]
+    phases = {row["pod_phase"]: int(row["pods"]) for row in _read("alibaba_pod_phases.csv")}
     return Calibration(
         gpu_count_weights_multigpu=tuple(
             (int(row["num_gpu"]), int(row["pods_multigpu50"])) for row in counts if int(row["num_gpu"]) > 0
@@ -108,4 +113,6 @@ def calibration() -> Calibration:
             ("CANCELLED", float(kalos["cancel_rate_gpu"])),
             ("FAILED", float(kalos["fail_rate_gpu"])),
         ),
+        pending_cancel_share=phases["Pending"] / sum(phases.values()),
+        pending_cancel_wait_s=_column(_read("alibaba_pending_cancel_waits.csv"), "wait_s"),
     )

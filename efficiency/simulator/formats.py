@@ -246,7 +246,8 @@ def sacct_row(sim: "ClusterSimulator", job: SimJob, at_s: float, timezone: tzinf
         "User": job.user_name,
         "State": state,
         "Submit": _slurm_time(job.submit_s, timezone),
-        "Start": _slurm_time(start_s, timezone),
+        # A job cancelled while it waited never started: sacct prints "None" (as Slurm 22.05 does).
+        "Start": "None" if start_s is None and end_s is not None else _slurm_time(start_s, timezone),
         "End": _slurm_time(end_s, timezone),
         "AllocTRES": tres_text(job) if start_s is not None else "",
         "ReqTRES": tres_text(job),

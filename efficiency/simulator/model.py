@@ -10,7 +10,9 @@ Everything is derived from the seed, so the same seed and start give the same cl
 - **Jobs** arrive per pool as a Poisson stream whose rate is set so the pool sees the load its
   class is designed for; sizes, runtimes and final states come from the calibration tables.
   A FIFO scheduler with backfill places them (single-node jobs best fit, multi-node jobs on whole
-  nodes); submissions stop while a pool's queue is long, so queues stay bounded.
+  nodes). Users behave as real ones do when the queue is long: fewer of them submit, and each
+  job is cancelled if it waits longer than its user's patience (calibrated on the share of jobs
+  cancelled before they start in Alibaba's trace), so queues stay within a few pools' worth.
 - **Time is simulated in fixed epochs** (6 h). Arrivals and faults of an epoch are drawn from
   an RNG seeded by (seed, pool or "faults", epoch), and epochs are always simulated in order from
   the beginning, so asking for any time gives the same history whatever was asked before.
@@ -48,6 +50,13 @@ RESUBMIT_DELAY_S = (1 * HOUR_S, 5 * HOUR_S)  # manual recovery today: MTTR aroun
 # Once the portal requests restarts (detect + locate within a minute, the restart actuator
 # requeues the job from its last checkpoint), a faulted job runs again within minutes.
 AUTOMATED_RESUBMIT_DELAY_S = (5 * 60.0, 15 * 60.0)
+# Users give up on a job that waits too long: each job's patience is its planned run time times
+# this ratio, times a draw from the shape of Alibaba's 2023 trace (how long its pods that were
+# deleted before being scheduled had waited, as a multiple of their median). The ratio is fitted
+# so that the reference scenario cancels about the trace's share of jobs before they start
+# (11.0%; data/README.md). At least a minute: a user who retracts a job at once still needs one.
+PATIENCE_RUNTIME_RATIO = 0.85
+MIN_PATIENCE_S = 60.0
 RESERVE_AFTER_S = 1800.0  # a job waiting this long gets a reservation (EASY backfill)
 RESERVATION_TTL_S = 600.0
 OOM_RAMP_S = 600  # FB_USED climbs this long before a CUDA OOM
@@ -125,7 +134,9 @@ class ClassProfile:
 
     name: str
     load: float  # offered GPU load / pool capacity while submissions are "on"
-    queue_cap: float  # submissions stop while pending GPU demand exceeds this x capacity
+    # Users submit less while the queue is long: a job is submitted with probability
+    # 1 - pending GPUs / (queue_cap x capacity), so none once that many GPUs wait.
+    queue_cap: float
     on_share_day: float  # probability a 3-hour block has submissions, 09:00-21:00 local
     on_share_night: float
     diurnal: float  # submission rate is (1 + diurnal) x mean by day, (1 - diurnal) x mean by night
@@ -140,29 +151,30 @@ class ClassProfile:
 
 def _class_profiles(cal: Calibration) -> dict[str, ClassProfile]:
     return {
-        # Hot pools are offered half again their capacity and their users keep queueing work
-        # (up to twelve pools' worth of GPUs) rather than giving up: the demand a fixed
-        # partition cannot serve stays visible, as waiting jobs, to quota planning.
+        # Hot pools are offered half again their capacity: their queues stay long enough that
+        # the demand a fixed partition cannot serve is visible, as waiting jobs, to quota
+        # planning, while users' patience and reluctance keep it within a few pools' worth.
         "hot": ClassProfile(
-            "hot", 1.5, math.inf, 1.0, 1.0, 0.3, (0.80, 0.995), cal.kalos_mean_gpus,
+            "hot", 1.5, 2.0, 1.0, 1.0, 0.3, (0.80, 0.995), cal.kalos_mean_gpus,
             (0.86, 0.96), (0.01, 0.03), 0.03, 0.0, "pretrain",
         ),
         "steady": ClassProfile(
-            "steady", 1.1, 1.0, 1.0, 1.0, 0.2, (0.85, 0.995), None,
+            "steady", 1.1, 2.0, 1.0, 1.0, 0.2, (0.85, 0.995), None,
             (0.22, 0.42), (0.02, 0.06), 0.04, 0.0, "finetune",
         ),
         "fluctuating": ClassProfile(
-            "fluctuating", 1.6, 0.5, 0.6, 0.15, 0.0, (0.55, 0.95), cal.seren_mean_gpus,
+            "fluctuating", 1.6, 1.0, 0.6, 0.15, 0.0, (0.55, 0.95), cal.seren_mean_gpus,
             (0.65, 0.93), (0.02, 0.08), 0.10, 0.2, "experiment",
         ),
         "idle": ClassProfile(
-            "idle", 0.0, 0.5, 1.0, 1.0, 0.5, (0.30, 0.80), None,
+            "idle", 0.0, 1.0, 1.0, 1.0, 0.5, (0.30, 0.80), None,
             (0.0, 0.0), (0.0, 0.0), 0.0, 1.0, "interactive",
         ),
     }  # fmt: skip
 
 
 IDLE_JOBS_PER_NODE_HOUR = 0.01
+
 
 DEPARTMENT_PROJECTS = {
     "vision": ("lane-seg", "traffic-light", "mono3d-det"),
@@ -277,6 +289,7 @@ class SimJob:
     fault_gpu: int | None = None
     hang_end_s: float | None = None  # NCCL hang: GPUs spin from fault_s until the watchdog fires
     straggler_factor: float = 1.0
+    patience_s: float = math.inf  # the user cancels the job if it waits longer than this
     final_state: str = ""
     exit_code: str = "0:0"
     pod_labels: dict[int, str] = field(default_factory=dict)
@@ -321,6 +334,8 @@ class SimJob:
 
     def state_at(self, at_s: float) -> tuple[str, float | None, float | None]:
         """(Slurm state, start, end) as ``sacct`` run at ``at_s`` would report them."""
+        if self.start_s is None and self.end_s is not None and self.end_s <= at_s:
+            return "CANCELLED", None, self.end_s  # its user gave up waiting
         if self.start_s is None or self.start_s >= at_s:
             return "PENDING", None, None
         assert self.end_s is not None
@@ -661,6 +676,8 @@ class ClusterSimulator:
                 self._on_arrival(payload, time_s)
             elif kind == "fault":
                 self._on_fault(payload, time_s)
+            elif kind == "give_up":
+                self._on_give_up(payload, time_s)
 
     def _block_rate(self, pool: _Pool, block_start_s: float, rng: random.Random) -> float:
         """Arrival rate (jobs/s) of a 3-hour block: diurnal, and on/off for bursty classes."""
@@ -689,9 +706,10 @@ class ClusterSimulator:
 
     def _on_arrival(self, payload: tuple[_Pool, int, int, SimJob | None], time_s: float) -> None:
         pool, epoch, index, parent = payload
-        if parent is None and pool.pending_gpus > pool.profile.queue_cap * pool.capacity_gpus:
-            return  # users stop submitting into a long queue
+        if parent is None and not self._submits(pool, epoch, index):
+            return  # the user saw the queue and did not submit
         job = self._new_job(pool, time_s, epoch, index, parent)
+        job.patience_s = self._patience_s(job)
         self._jobs.append(job)
         self._submit_s.append(job.submit_s)
         self._job_by_id[job.job_id] = job
@@ -700,6 +718,33 @@ class ClusterSimulator:
         else:
             pool.queue.append(job)
         pool.pending_gpus += job.gpu_count
+        if math.isfinite(job.patience_s):
+            self._push(time_s + job.patience_s, 2, "give_up", job)
+        self._schedule(pool, time_s)
+
+    def _submits(self, pool: _Pool, epoch: int, index: int) -> bool:
+        """Whether a user submits into the pool's queue: fewer do the longer it is, none once
+        ``queue_cap`` × capacity GPUs wait."""
+        discouraged = pool.pending_gpus / (pool.profile.queue_cap * pool.capacity_gpus)
+        return _unit(self.seed, "submits", pool.key, epoch, index) >= discouraged
+
+    def _patience_s(self, job: SimJob) -> float:
+        """How long the job's user lets it wait before cancelling it (see PATIENCE_RUNTIME_RATIO)."""
+        shape = self.cal.pending_cancel_wait_s
+        median = shape.at(0.5)
+        draw = shape.at(_unit(self.seed, "patience", job.job_id)) / median if median > 0 else 1.0
+        return float(max(MIN_PATIENCE_S, round(PATIENCE_RUNTIME_RATIO * job.planned_s * draw)))
+
+    def _on_give_up(self, job: SimJob, time_s: float) -> None:
+        """The user cancels a job that is still waiting: it leaves the queue, never having run."""
+        if job.start_s is not None or job.end_s is not None:
+            return  # it started (or was cancelled) in time
+        pool = self._pool_by_key[job.pool_key]
+        pool.queue.remove(job)
+        pool.pending_gpus -= job.gpu_count
+        job.end_s = time_s
+        job.final_state, job.exit_code = "CANCELLED", "0:15"
+        self._max_lifetime_s = max(self._max_lifetime_s, time_s - job.submit_s)
         self._schedule(pool, time_s)
 
     def _new_job(self, pool: _Pool, time_s: float, epoch: int, index: int, parent: SimJob | None) -> SimJob:
@@ -1095,7 +1140,11 @@ class ClusterSimulator:
             job
             for job in self._jobs[first:last]
             if job.submit_s < until_s
-            and (job.start_s is None or job.start_s >= until_s or (job.end_s or math.inf) > since_s)
+            and (
+                job.end_s is None
+                or job.end_s > since_s
+                or (job.start_s is not None and job.start_s >= until_s)
+            )
         ]
 
     def sim_jobs(self, since: datetime, until: datetime) -> list[SimJob]:

@@ -30,7 +30,7 @@ def home(request: HttpRequest) -> HttpResponse:
     figure = gpu_ownership_figure(
         gpu_ownership_summary(user=request.user),
         title=_("GPUs by owner and model"),
-        shared_pool_label=_("Shared pool"),
+        shared_pool_label=_("Unowned"),
         axis_label=_("GPUs"),
     )
     context = {

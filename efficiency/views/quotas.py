@@ -4,14 +4,12 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from efficiency.analysis.quotas import Bound
 from efficiency.charts import quotas as charts
 from efficiency.choices import Role
 from efficiency.forms import AnswerForm, CommentForm, ObjectionForm, QuotaEditForm
@@ -20,6 +18,7 @@ from efficiency.scoping import scope_queryset, user_role
 from efficiency.selectors import quotas as selectors
 from efficiency.services import quotas as services
 from efficiency.views.helpers import csv_response, get_or_404, role_required
+from efficiency.views.quota_explanation import event_facts, explanation_steps
 from efficiency.views.usage import local_times
 
 PLANNERS = (Role.COMMITTEE,)
@@ -35,55 +34,24 @@ def policy_labels() -> dict[str, str]:
     }
 
 
-def explain(quota: Quota) -> str:
-    """Why a proposed quota is what it is, in one or two sentences."""
-    e = quota.explanation
-    if not e:
-        return ""
-    text = _(
-        "P%(percentile)s of hourly demand over %(hours)s h: %(value)s GPUs (mean %(mean)s, peak %(peak)s), "
-        "so the target is %(target)s."
-    ) % {
-        "percentile": f"{e['percentile']:g}",
-        "hours": e["hours"],
-        "value": e["percentile_gpus"],
-        "mean": e["mean_gpus"],
-        "peak": e["peak_gpus"],
-        "target": e["target_gpus"],
-    }
-    settings = quota.cycle.proposal_settings
-    change = f"{settings.get('max_change_pct', 0):g}"
-    bound = e["bound"]
-    if bound == Bound.MAX_INCREASE:
-        text += " " + _("Capped at +%(change)s%% of the current %(current)s: %(upper)s.") % {
-            "change": change,
-            "current": e["current_gpus"],
-            "upper": e["upper_gpus"],
-        }
-    elif bound == Bound.MAX_DECREASE:
-        text += " " + _("Lowered by at most %(change)s%% of the current %(current)s: %(lower)s.") % {
-            "change": change,
-            "current": e["current_gpus"],
-            "lower": e["lower_gpus"],
-        }
-    elif bound == Bound.FLOOR:
-        text += " " + _("Raised to the floor of %(floor)s GPUs.") % {"floor": settings.get("floor_gpus")}
-    elif bound == Bound.CAPACITY:
-        text += " " + _(
-            "Guarantees of this GPU model asked for more than %(share)s%% of its capacity, "
-            "so every one was scaled by %(factor)s."
-        ) % {
-            "share": f"{settings.get('guaranteed_share', 0) * 100:g}",
-            "factor": f"{e['capacity_factor']:.2f}",
-        }
-    elif e.get("current_gpus"):
-        text += " " + _("Within ±%(change)s%% of the current %(current)s.") % {
-            "change": change,
-            "current": e["current_gpus"],
-        }
-    else:
-        text += " " + _("No current quota, so no change limit.")
-    return text
+def row_labels(rows: list[tuple[str, str]]) -> list[str]:
+    """Chart row names: the department, and its GPU model's short name when there are several
+    models (``NVIDIA A100-SXM4-80GB`` → ``A100``), so that labels leave the plot room on a phone."""
+    models = sorted({model for _, model in rows})
+    if len(models) < 2:
+        return [name for name, _ in rows]
+    short = {model: short_model_name(model) for model in models}
+    if len(set(short.values())) < len(models):
+        short = {model: model for model in models}  # shortening would merge two models
+    return [f"{name} · {short[model]}" for name, model in rows]
+
+
+def short_model_name(model: str) -> str:
+    """The GPU's own name out of a product name: its first word with a digit, up to a dash."""
+    for word in model.replace("NVIDIA", " ").split():
+        if any(char.isdigit() for char in word):
+            return word.split("-")[0]
+    return model
 
 
 @role_required(*VIEWERS)
@@ -120,14 +88,8 @@ def quota_overview_view(request: HttpRequest) -> HttpResponse:
         )
     context = {"overview": overview, "cluster": cluster, "can_plan": user_role(request.user) in PLANNERS}
     if overview.uses:
-        several_models = len({u.quota.gpu_model for u in overview.uses}) > 1
         context["use_figure"] = charts.quota_use_figure(
-            [
-                f"{u.quota.department.name} · {u.quota.gpu_model}"
-                if several_models
-                else u.quota.department.name
-                for u in overview.uses
-            ],
+            row_labels([(u.quota.department.name, u.quota.gpu_model) for u in overview.uses]),
             [u.quota.guaranteed_gpus for u in overview.uses],
             [round(u.mean_used_gpus, 1) for u in overview.uses],
             [round(u.mean_borrowed_gpus, 1) for u in overview.uses],
@@ -156,6 +118,7 @@ def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
         for quota in quotas:
             row = per_department.setdefault(quota.department.name, [0.0] * len(approved))
             row[index[quota.cycle_id]] += quota.guaranteed_gpus
+        every_department = Department.objects.order_by("name", "code").values_list("name", flat=True)
         context["history_figure"] = charts.quota_history_figure(
             [f"{timezone.localtime(c.start):%Y-%m-%d}" for c in approved],
             dict(sorted(per_department.items())),
@@ -163,6 +126,7 @@ def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
             title=_("Guaranteed GPUs per cycle"),
             shared_pool_label=_("Shared pool"),
             axis_label=_("GPUs"),
+            color_positions={name: index for index, name in enumerate(every_department)},
         )
     return render(request, "efficiency/quotas/cycle_list.html", context)
 
@@ -185,7 +149,7 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
     quotas = list(cycle.quotas.all())
     for quota in quotas:
         quota.cycle = cycle
-        quota.why = explain(quota)
+        quota.why = explanation_steps(quota.explanation, cycle.proposal_settings)
         quota.change = None if quota.previous_gpus is None else quota.guaranteed_gpus - quota.previous_gpus
     can_edit = role in PLANNERS and cycle.is_proposed
     if can_edit:
@@ -203,6 +167,9 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
         else Department.objects.none()
     )
     objections = list(cycle.objections.all())
+    events = list(cycle.events.all()[:200])
+    for event in events:
+        event.facts = event_facts(event, cycle)
     if role in PLANNERS:
         for objection in objections:
             objection.form = AnswerForm(prefix=f"o{objection.pk}")
@@ -210,7 +177,7 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
         "cycle": cycle,
         "quotas": quotas,
         "objections": objections,
-        "events": list(cycle.events.all()[:200]),
+        "events": events,
         "shared_pool": selectors.cycle_shared_pool(cycle),
         "can_edit": can_edit,
         "can_export": role in EXPORTERS and not cycle.is_proposed,
@@ -226,17 +193,17 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
     }
     with_demand = [q for q in quotas if q.demand_gpus]
     if with_demand:
-        several_models = len({q.gpu_model for q in with_demand}) > 1
+        labels = row_labels([(q.department.name, q.gpu_model) for q in with_demand])
         context["demand_figure"] = charts.demand_distribution_figure(
             [
                 charts.DemandRow(
-                    name=f"{q.department.name} · {q.gpu_model}" if several_models else q.department.name,
+                    name=label,
                     hourly_gpus=q.demand_gpus,
                     percentile_gpus=q.explanation.get("percentile_gpus", 0),
                     proposed_gpus=q.guaranteed_gpus,
                     current_gpus=q.previous_gpus,
                 )
-                for q in with_demand
+                for q, label in zip(with_demand, labels, strict=True)
             ],
             title=_("Hourly demand last cycle (GPUs held or waited for)"),
             demand_label=_("Hourly demand"),
@@ -245,6 +212,7 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
             proposed_label=_("Guarantee of this cycle"),
             current_label=_("Guarantee in force"),
             axis_label=_("GPUs"),
+            log_axis_label=_("GPUs (log scale)"),
         )
     return context
 
@@ -274,7 +242,7 @@ def cycle_csv(cycle: QuotaCycle) -> HttpResponse:
                 q.proposed_gpus,
                 q.guaranteed_gpus,
                 q.borrowing_limit_gpus,
-                explain(q),
+                " ".join(explanation_steps(q.explanation, cycle.proposal_settings)),
             ]
             for q in quotas
         ],
@@ -284,26 +252,38 @@ def cycle_csv(cycle: QuotaCycle) -> HttpResponse:
 @require_POST
 @role_required(*PLANNERS)
 def quota_cycle_edit_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Save the committee's numbers for a proposal (every change recorded with the comment)."""
+    """Save the committee's numbers for a proposal (every change recorded with the comment).
+
+    Numbers that would take a GPU model's guarantees past its capacity are refused on the
+    fields that changed, with the numbers, and nothing is saved.
+    """
     cycle = _cycle_or_404(request, pk)
     quotas = list(cycle.quotas.all())
     edit_forms = {q.pk: QuotaEditForm(request.POST, prefix=f"q{q.pk}") for q in quotas}
     comment_form = CommentForm(request.POST)
-    if not comment_form.is_valid() or not all(form.is_valid() for form in edit_forms.values()):
+
+    def refused() -> HttpResponse:
         context = cycle_context(request, cycle, edit_forms=edit_forms, comment_form=comment_form)
         return render(request, "efficiency/quotas/cycle_detail.html", context, status=400)
-    changed = 0
+
+    if not comment_form.is_valid() or not all(form.is_valid() for form in edit_forms.values()):
+        return refused()
+    numbers = {
+        pk: (form.cleaned_data["guaranteed_gpus"], form.cleaned_data["borrowing_limit_gpus"])
+        for pk, form in edit_forms.items()
+    }
     try:
-        with transaction.atomic():
-            for quota in quotas:
-                data = edit_forms[quota.pk].cleaned_data
-                changed += services.quota_update(
-                    quota=quota,
-                    actor=request.user,
-                    guaranteed_gpus=data["guaranteed_gpus"],
-                    borrowing_limit_gpus=data["borrowing_limit_gpus"],
-                    comment=comment_form.cleaned_data["comment"],
-                )
+        changed = services.quota_cycle_edit(
+            cycle=cycle, actor=request.user, numbers=numbers, comment=comment_form.cleaned_data["comment"]
+        )
+    except services.QuotaOverCapacity as error:
+        for quota in quotas:
+            if quota.gpu_model in error.by_model and numbers[quota.pk][0] != quota.guaranteed_gpus:
+                edit_forms[quota.pk].add_error("guaranteed_gpus", error.by_model[quota.gpu_model])
+        return refused()
+    except ValidationError as error:
+        comment_form.add_error(None, error)
+        return refused()
     except services.QuotaError as error:
         messages.error(request, str(error))
         return redirect("efficiency:quota-cycle-detail", pk=cycle.pk)
@@ -426,10 +406,11 @@ def backtest_csv(cycle: QuotaCycle, backtest) -> HttpResponse:
         rates = [round(result["allocation_rate"], 4), round(result["utilization"], 4)]
         waits = [result["wait_p50_s"], result["wait_p95_s"]]
         rows.append([label, _("Whole cluster"), *rates, *waits, round(result["unmet_gpu_hours"], 1),
-                     result["jobs_waiting_at_end"]])  # fmt: skip
+                     result["jobs_waiting_at_end"], result.get("jobs_cancelled", 0)])  # fmt: skip
         for queue, q in sorted(result["queues"].items(), key=lambda item: names.get(item[0], item[0])):
             rows.append([label, names.get(queue, queue or _("Unmapped")), None, None, q["wait_p50_s"],
-                         q["wait_p95_s"], round(q["unmet_gpu_hours"], 1), q["waiting_at_end"]])  # fmt: skip
+                         q["wait_p95_s"], round(q["unmet_gpu_hours"], 1), q["waiting_at_end"],
+                         q.get("cancelled", 0)])  # fmt: skip
     return csv_response(
         f"backtest-{timezone.localtime(cycle.start):%Y%m%d}.csv",
         [
@@ -441,6 +422,7 @@ def backtest_csv(cycle: QuotaCycle, backtest) -> HttpResponse:
             _("P95 wait (s)"),
             _("Unmet demand (GPU-hours waited)"),
             _("Still waiting at the end"),
+            _("Cancelled by their users while waiting"),
         ],
         rows,
     )

@@ -213,6 +213,34 @@ def test_busy_is_allocated_times_the_measured_share_or_the_default():
     assert result.allocation_rate == 1
 
 
+def test_a_job_whose_user_gave_up_leaves_its_queue_unless_it_starts_in_time():
+    # 8 GPUs guaranteed to "a". A 4-GPU job runs 0-10 h. At 1 h an 8-GPU job arrives whose user
+    # waited 1 h in reality before cancelling it (patience 1 h); at 1.5 h a 4-GPU job queues
+    # behind it (strict FIFO: blocked although 4 GPUs are free).
+    # Replay: the 8-GPU job cannot start before 10 h, so it leaves at 2 h (wait 1 h, unmet
+    # 8 GPU-h); the 4-GPU job, now the head, starts at 2 h (wait 0.5 h, unmet 2 GPU-h).
+    jobs = [
+        job("a", 4, 0, 10),
+        job("a", 8, 1, 3, patience_s=1 * H),
+        job("a", 4, 1.5, 2),
+    ]
+    result = run(jobs, policy({"a": 8}), 12)
+    assert started_h(result) == [0, None, 2]
+    assert (result.jobs_started, result.jobs_cancelled, result.jobs_waiting_at_end) == (2, 1, 0)
+    assert result.jobs_total == 3
+    assert result.unmet_gpu_hours == pytest.approx(8 * 1 + 4 * 0.5)
+    assert result.queues["a"].cancelled == 1
+    # With 16 GPUs it starts at once, before its user would have given up.
+    result = run(jobs, policy({"a": 16}, capacity=16), 12)
+    assert started_h(result) == [0, 1, 1.5]
+    assert result.jobs_cancelled == 0
+
+
+def test_a_job_cancelled_before_the_window_is_outside_it():
+    result = run([job("a", 1, -3, 1, patience_s=1 * H)], policy({"a": 0}), 2)
+    assert (result.jobs_total, result.jobs_outside_window) == (0, 1)
+
+
 def test_starts_are_not_recorded_unless_asked_for():
     assert run_backtest([job("a", 1, 0, 1)], policy({"a": 1}), start_s=START, end_s=at(1)).starts is None
 
@@ -245,9 +273,12 @@ def reference_backtest(jobs, pol, start_s, end_s, default_busy_fraction=0.0):
                 holds.append((i, start_s, j.started_s + j.duration_s))
                 starts[i] = j.started_s
             continue
+        if j.patience_s is not None and j.submit_s + j.patience_s <= start_s:
+            continue
         if j.submit_s < end_s:
             queued.append(i)
     queued.sort(key=lambda i: (jobs[i].submit_s, i))
+    gave_up = {}  # index -> when its user gave up
     pending = list(queued)
     fifo = {}
 
@@ -272,8 +303,13 @@ def reference_backtest(jobs, pol, start_s, end_s, default_busy_fraction=0.0):
 
     borrowed_s = {}
     previous = start_s
+
+    def give_up_s(i):
+        return jobs[i].submit_s + jobs[i].patience_s if jobs[i].patience_s is not None else math.inf
+
     while True:
         times = [end for _, _, end in running] + [max(jobs[i].submit_s, start_s) for i in pending]
+        times += [give_up_s(i) for f in fifo.values() for i in f]
         t = min(times, default=math.inf)
         segment_end = min(t, end_s)
         for lane in {r[0] for r in running}:
@@ -285,6 +321,10 @@ def reference_backtest(jobs, pol, start_s, end_s, default_busy_fraction=0.0):
         while pending and max(jobs[pending[0]].submit_s, start_s) <= t:
             i = pending.pop(0)
             fifo.setdefault((jobs[i].queue, jobs[i].gpu_model), []).append(i)
+        for f in fifo.values():
+            for i in [i for i in f if give_up_s(i) <= t]:
+                f.remove(i)
+                gave_up[i] = give_up_s(i)
         while True:
             heads = sorted((f[0] for f in fifo.values() if f), key=lambda i: (jobs[i].submit_s, i))
             for i in heads:
@@ -300,8 +340,9 @@ def reference_backtest(jobs, pol, start_s, end_s, default_busy_fraction=0.0):
 
     waits = {}
     unmet = {}
-    for i in queued:  # started in the window, or still waiting at its end (censored)
-        wait = (starts[i] if starts[i] is not None else end_s) - max(jobs[i].submit_s, start_s)
+    for i in queued:  # started in the window, gave up, or still waiting at its end (censored)
+        wait_end = starts[i] if starts[i] is not None else gave_up.get(i, end_s)
+        wait = wait_end - max(jobs[i].submit_s, start_s)
         waits.setdefault(jobs[i].queue, []).append(wait)
         unmet[jobs[i].queue] = unmet.get(jobs[i].queue, 0) + jobs[i].gpus * wait
     allocated = {}
@@ -365,7 +406,7 @@ def scenarios(draw, min_duration=0):
     job_list = draw(
         st.lists(
             st.builds(
-                lambda queue, model, gpus, submit, duration, started, busy: BacktestJob(
+                lambda queue, model, gpus, submit, duration, started, busy, patience: BacktestJob(
                     queue,
                     model,
                     gpus,
@@ -373,6 +414,7 @@ def scenarios(draw, min_duration=0):
                     duration * STEP,
                     None if started is None else START + started * STEP,
                     busy,
+                    None if patience is None or started is not None else patience * STEP,
                 ),
                 st.sampled_from(QUEUES),
                 st.sampled_from([*MODELS[:1] * 4, *MODELS[1:], "V100"]),
@@ -381,6 +423,7 @@ def scenarios(draw, min_duration=0):
                 st.integers(min_duration, 5),
                 st.none() | st.none() | st.integers(-5, 2),
                 st.none() | st.sampled_from([0.25, 0.5, 1.0]),
+                st.none() | st.integers(0, 6),
             ),
             max_size=20,
         )
@@ -403,8 +446,11 @@ def test_run_backtest_matches_the_slow_reference(scenario):
     assert result.wait_p50_s == pytest.approx(expected["p50"])
     assert result.wait_p95_s == pytest.approx(expected["p95"])
     assert result.hourly_allocated_gpus == pytest.approx(expected["hourly"])
-    assert (
-        result.jobs_total == result.jobs_running_at_start + result.jobs_started + result.jobs_waiting_at_end
+    assert result.jobs_total == (
+        result.jobs_running_at_start
+        + result.jobs_started
+        + result.jobs_waiting_at_end
+        + result.jobs_cancelled
     )
     for queue, (allocated_h, borrowed_h, unmet_h, p50, p95) in expected["queues"].items():
         figures = result.queues[queue]
@@ -461,6 +507,12 @@ def test_each_queue_starts_its_jobs_in_submit_order(scenario):
                 and j.gpus > 0
                 and (j.started_s is None or j.started_s >= START)
                 and j.submit_s < end_s
+                # A job whose user gave up (in the window, unstarted) left its queue.
+                and not (
+                    j.patience_s is not None
+                    and result.starts[i] is None
+                    and j.submit_s + j.patience_s < end_s
+                )
             )
             started = [result.starts[i] for _, i in order]
             waiting = [s is None for s in started]

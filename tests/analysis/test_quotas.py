@@ -75,11 +75,13 @@ def test_floor_applies_to_queues_with_demand_or_a_quota_only():
     assert (proposals["none"].proposed_gpus, proposals["none"].bound) == (0, Bound.NONE)
 
 
-def test_capacity_cap_scales_the_part_above_the_floor_to_the_guaranteed_share():
-    # Capacity 100 x 0.8 = 80 guaranteed. Targets 60 + 40 + 20 = 120, floors 8 each (24).
-    # Scalable 52 + 32 + 12 = 96 into 80 - 24 = 56: factor 0.58333.
-    # 52 x f = 30.33, 32 x f = 18.67, 12 x f = 7.0 -> floors 30 + 18 + 7 = 55, one left to the
-    # largest remainder (18.67): 30, 19, 7 -> plus floors 38, 27, 15 = 80.
+def test_new_queues_over_the_guaranteed_share_keep_the_floor_and_share_the_rest_by_size():
+    # Capacity 100 x 0.8 = 80 guaranteed. No current guarantees, so everything above the floor
+    # (8) is growth: rooms 52, 32, 12, weighted by the numbers themselves (60, 40, 20).
+    # 80 - 3 x 8 = 56 to share: λ x (60 + 40 + 20) = 56 -> λ = 0.4667 (no room is smaller
+    # than its allowance: 12 > 0.4667 x 20 = 9.33). a 8 + 28 = 36, b 8 + 18.67 = 26.67,
+    # c 8 + 9.33 = 17.33 -> rounded down 36 + 26 + 17 = 79, the one left to the largest
+    # remainder (b, .67): 36, 27, 17 = 80.
     demand = {
         ("a", H100): hourly([60] * 4),
         ("b", H100): hourly([40] * 4),
@@ -87,9 +89,12 @@ def test_capacity_cap_scales_the_part_above_the_floor_to_the_guaranteed_share():
     }
     settings = ProposalSettings(floor_gpus=8, guaranteed_share=0.8)
     proposals = {p.department: p for p in propose_quotas(demand, {}, {H100: 100}, settings)}
-    assert {k: p.proposed_gpus for k, p in proposals.items()} == {"a": 38, "b": 27, "c": 15}
+    assert {k: p.proposed_gpus for k, p in proposals.items()} == {"a": 36, "b": 27, "c": 17}
     assert all(p.bound == Bound.CAPACITY for p in proposals.values())
-    assert proposals["a"].capacity_factor == pytest.approx(56 / 96)
+    share = {k: p.explanation()["steps"][3] for k, p in proposals.items()}
+    assert {k: s["stage"] for k, s in share.items()} == {"a": "growth", "b": "growth", "c": "growth"}
+    assert share["a"]["allowed_gpus"] == pytest.approx(28)
+    assert share["b"]["gpus"] == pytest.approx(26.667, abs=1e-3)
     assert shared_pool_gpus({H100: 100}, {(k, H100): p.proposed_gpus for k, p in proposals.items()}) == {
         H100: 20
     }
@@ -128,3 +133,25 @@ def test_resolve_gpu_model_maps_scheduler_short_names_to_the_inventory():
     assert resolve_gpu_model(H100, models, A100) == H100
     assert resolve_gpu_model("", models, A100) == A100
     assert resolve_gpu_model("v100", models, A100) == A100
+
+
+def test_share_takes_surplus_then_growth_then_cuts_within_the_bound_and_rounds_to_the_budget():
+    # Capacity 75 x 0.8 = 60 guaranteed; floor 4, bound 25%. a (40 now) and b (20 now) want 100,
+    # c (20 now) wants nothing. Bound: a 50, b 25, c ceil(15) = 15; 90 in all, 30 to take.
+    # 1. Surplus: c keeps what it needs (the floor, 4): 11 taken, 19 to go.
+    # 2. Growth: a 50 -> 40, b 25 -> 20: 15 taken, 4 to go.
+    # 3. Within the bound (a down to 30, b to 15), weighted by the current 40 and 20: rooms 10 and
+    #    5 leave 15 - 4 = 11 = λ (40 + 20), λ = 11/60: a 30 + 7.33 = 37.33, b 15 + 3.67 = 18.67.
+    # 4. Rounding: 37 + 18 + 4 = 59, the one left to the larger remainder (b, .67): 37, 19, 4.
+    demand = {("a", H100): hourly([100] * 4), ("b", H100): hourly([100] * 4), ("c", H100): hourly([0] * 4)}
+    current = {("a", H100): 40, ("b", H100): 20, ("c", H100): 20}
+    settings = ProposalSettings(floor_gpus=4, max_change_pct=25, guaranteed_share=0.8)
+    proposals = {p.department: p for p in propose_quotas(demand, current, {H100: 75}, settings)}
+    assert {k: p.proposed_gpus for k, p in proposals.items()} == {"a": 37, "b": 19, "c": 4}
+    share = {k: p.explanation()["steps"][3] for k, p in proposals.items()}
+    rounding = {k: p.explanation()["steps"][4] for k, p in proposals.items()}
+    assert [share[k]["stage"] for k in "abc"] == ["within_bound", "within_bound", "surplus"]
+    assert (share["a"]["keep_gpus"], share["a"]["allowed_gpus"]) == (30, pytest.approx(22 / 3))
+    assert (share["b"]["keep_gpus"], share["b"]["allowed_gpus"]) == (15, pytest.approx(11 / 3))
+    assert [rounding[k]["rounded_up"] for k in "abc"] == [False, True, False]
+    assert (share["a"]["asked_gpus"], share["a"]["budget_gpus"]) == (90, 60)

@@ -1,7 +1,7 @@
 """Quota planning API: who sees which quotas, and the committee's and heads' actions.
 
 The cluster and its demand are tests.quota_fixtures' hand-checked ones: the proposal gives
-vision 17 and radar 15 of 40 H100 GPUs, a shared pool of 8.
+vision 20 and radar 12 of 40 H100 GPUs, a shared pool of 8 (tests/services/test_quotas.py).
 """
 
 from datetime import timedelta
@@ -68,19 +68,39 @@ def test_cycle_list_filters_by_status_and_cluster(client, planning, proposal):
 def test_department_head_sees_only_their_quotas_and_the_whole_shared_pool(client, planning, proposal):
     client.force_login(planning.head_vision)
     body = client.get(cycle_url(proposal)).json()
-    # The pool is the cluster's (40 - 17 - 15), not what is left beside vision's quota alone.
+    # The pool is the cluster's (40 - 20 - 12), not what is left beside vision's quota alone.
     assert body["shared_pool"] == {"NVIDIA H100 80GB HBM3": 8}
     assert [(q["department"], q["department_name"], q["guaranteed_gpus"]) for q in body["quotas"]] == [
-        ("vision", "Vehicle vision", 17)
+        ("vision", "Vehicle vision", 20)
     ]
     assert body["quotas"][0]["previous_gpus"] == 16
     assert body["quotas"][0]["explanation"]["percentile_gpus"] == 32
 
 
+def test_explanation_steps_come_as_facts_and_as_text_in_the_callers_language(client, planning, proposal):
+    client.force_login(planning.head_vision)
+    [quota] = client.get(cycle_url(proposal)).json()["quotas"]
+    assert [step["step"] for step in quota["explanation"]["steps"]] == [
+        "percentile",
+        "bound",
+        "floor",
+        "share",
+        "rounding",
+    ]
+    assert quota["explanation_text"][1] == (
+        "Bound: at most ±25% from the current 16, i.e. 12 to 20: capped at 20."
+    )
+    assert len(quota["explanation_text"]) == 5
+    [quota] = client.get(cycle_url(proposal), HTTP_ACCEPT_LANGUAGE="zh-hans").json()["quotas"]
+    assert len(quota["explanation_text"]) == 5
+    assert "Bound" not in quota["explanation_text"][1]
+    assert "20" in quota["explanation_text"][1]
+
+
 def test_committee_sees_every_quota_of_a_cycle(client, planning, proposal):
     client.force_login(planning.committee)
     body = client.get(cycle_url(proposal)).json()
-    assert {q["department"]: q["guaranteed_gpus"] for q in body["quotas"]} == {"vision": 17, "radar": 15}
+    assert {q["department"]: q["guaranteed_gpus"] for q in body["quotas"]} == {"vision": 20, "radar": 12}
     assert body["shared_pool"] == {H100: 8}
     assert [event["kind"] for event in body["events"]] == [QuotaEventKind.PROPOSED]
 
@@ -108,7 +128,7 @@ def test_department_head_cannot_read_another_departments_quota(client, planning,
     client.force_login(planning.head_vision)
     assert client.get(f"/api/v1/quotas/{radar.pk}/").status_code == 404
     client.force_login(planning.head_radar)
-    assert client.get(f"/api/v1/quotas/{radar.pk}/").json()["guaranteed_gpus"] == 15
+    assert client.get(f"/api/v1/quotas/{radar.pk}/").json()["guaranteed_gpus"] == 12
 
 
 def test_cycle_list_query_count_does_not_grow_with_cycles(
@@ -145,30 +165,65 @@ def test_committee_patch_changes_the_numbers_and_records_who_and_why(client, pla
     )
     assert response.status_code == 200
     body = response.json()
-    assert (body["guaranteed_gpus"], body["borrowing_limit_gpus"], body["proposed_gpus"]) == (14, 4, 15)
+    assert (body["guaranteed_gpus"], body["borrowing_limit_gpus"], body["proposed_gpus"]) == (14, 4, 12)
     event = QuotaEvent.objects.get(kind=QuotaEventKind.EDITED)
     assert (event.actor, event.department, event.from_gpus, event.to_gpus) == (
         planning.committee,
         planning.radar,
-        15,
+        12,
         14,
     )
-    assert "Radar retires two projects" in event.comment
+    assert event.comment == "Radar retires two projects"
     # A field left out keeps its value; null lifts the borrowing limit.
     body = client.patch(
-        f"/api/v1/quotas/{radar.pk}/", {"borrowing_limit_gpus": None}, content_type="application/json"
+        f"/api/v1/quotas/{radar.pk}/",
+        {"borrowing_limit_gpus": None, "comment": "No limit after all"},
+        content_type="application/json",
     ).json()
     assert (body["guaranteed_gpus"], body["borrowing_limit_gpus"]) == (14, None)
+
+
+def test_a_patch_beyond_capacity_is_a_400_naming_the_field_and_the_numbers(client, planning, proposal):
+    radar = quota_of(proposal, planning.radar)
+    client.force_login(planning.committee)
+    response = client.patch(
+        f"/api/v1/quotas/{radar.pk}/",
+        {"guaranteed_gpus": 500, "comment": "More for radar"},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "guaranteed_gpus": ["NVIDIA H100 80GB HBM3: 520 GPUs guaranteed but only 40 in the cluster."]
+    }
+    assert quota_of(proposal, planning.radar).guaranteed_gpus == 12
+    assert not QuotaEvent.objects.filter(kind=QuotaEventKind.EDITED).exists()
+
+
+def test_patch_and_approval_need_a_comment(client, planning, proposal):
+    radar = quota_of(proposal, planning.radar)
+    client.force_login(planning.committee)
+    response = client.patch(
+        f"/api/v1/quotas/{radar.pk}/", {"guaranteed_gpus": 10}, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert list(response.json()) == ["comment"]
+    response = client.post(cycle_url(proposal, "approve/"), {"comment": " "}, content_type="application/json")
+    assert response.status_code == 400
+    assert list(response.json()) == ["comment"]
+    proposal.refresh_from_db()
+    assert proposal.status == QuotaCycleStatus.PROPOSED
 
 
 def test_department_head_may_not_patch_even_their_own_quota(client, planning, proposal):
     vision = quota_of(proposal, planning.vision)
     client.force_login(planning.head_vision)
     response = client.patch(
-        f"/api/v1/quotas/{vision.pk}/", {"guaranteed_gpus": 40}, content_type="application/json"
+        f"/api/v1/quotas/{vision.pk}/",
+        {"guaranteed_gpus": 40, "comment": "more"},
+        content_type="application/json",
     )
     assert response.status_code == 403
-    assert quota_of(proposal, planning.vision).guaranteed_gpus == 17
+    assert quota_of(proposal, planning.vision).guaranteed_gpus == 20
 
 
 def test_negative_gpus_are_refused_naming_the_field(client, planning, proposal):
@@ -176,7 +231,7 @@ def test_negative_gpus_are_refused_naming_the_field(client, planning, proposal):
     client.force_login(planning.committee)
     response = client.patch(
         f"/api/v1/quotas/{radar.pk}/",
-        {"guaranteed_gpus": -1, "borrowing_limit_gpus": 2},
+        {"guaranteed_gpus": -1, "borrowing_limit_gpus": 2, "comment": "fewer"},
         content_type="application/json",
     )
     assert response.status_code == 400
@@ -202,9 +257,11 @@ def test_committee_approves_a_proposal(client, planning, proposal):
 
 def test_approval_beyond_capacity_is_refused_with_the_reason(client, planning, proposal):
     radar = quota_of(proposal, planning.radar)
+    Quota.objects.filter(pk=radar.pk).update(guaranteed_gpus=27)  # an admin's edit in the database
     client.force_login(planning.committee)
-    client.patch(f"/api/v1/quotas/{radar.pk}/", {"guaranteed_gpus": 30}, content_type="application/json")
-    response = client.post(cycle_url(proposal, "approve/"), {}, content_type="application/json")
+    response = client.post(
+        cycle_url(proposal, "approve/"), {"comment": "ok"}, content_type="application/json"
+    )
     assert response.status_code == 400
     [reason] = response.json()["non_field_errors"]
     assert "47 GPUs guaranteed but only 40" in reason
@@ -213,15 +270,20 @@ def test_approval_beyond_capacity_is_refused_with_the_reason(client, planning, p
 
 
 def test_quotas_of_an_approved_cycle_cannot_change(client, planning, proposal):
-    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, now=NOW)
+    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, comment="ok", now=NOW)
     radar = quota_of(proposal, planning.radar)
     client.force_login(planning.committee)
     response = client.patch(
-        f"/api/v1/quotas/{radar.pk}/", {"guaranteed_gpus": 1}, content_type="application/json"
+        f"/api/v1/quotas/{radar.pk}/",
+        {"guaranteed_gpus": 1, "comment": "less"},
+        content_type="application/json",
     )
     assert response.status_code == 400
     assert "approved" in response.json()["detail"]
-    assert client.post(cycle_url(proposal, "approve/")).status_code == 400
+    response = client.post(
+        cycle_url(proposal, "approve/"), {"comment": "again"}, content_type="application/json"
+    )
+    assert response.status_code == 400
 
 
 def test_department_head_may_not_approve(client, planning, proposal):
@@ -281,7 +343,7 @@ def test_objections_are_for_department_heads_only(client, planning, proposal):
 
 
 def test_objection_to_an_approved_cycle_is_refused(client, planning, proposal):
-    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, now=NOW)
+    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, comment="ok", now=NOW)
     client.force_login(planning.head_vision)
     response = client.post(
         cycle_url(proposal, "objections/"),
@@ -296,7 +358,7 @@ def test_objection_to_an_approved_cycle_is_refused(client, planning, proposal):
 
 
 def test_export_of_an_approved_cycle_is_kueue_yaml(client, planning, proposal):
-    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, now=NOW)
+    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, comment="ok", now=NOW)
     client.force_login(planning.admin)
     response = client.get(cycle_url(proposal, "export/?format=kueue"))
     assert response.status_code == 200
@@ -320,7 +382,7 @@ def test_export_of_a_proposal_or_in_an_unknown_format_is_refused(client, plannin
 
 
 def test_department_head_may_not_export(client, planning, proposal):
-    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, now=NOW)
+    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, comment="ok", now=NOW)
     client.force_login(planning.head_vision)
     assert client.get(cycle_url(proposal, "export/?format=slurm")).status_code == 403
 
@@ -403,7 +465,7 @@ def test_department_head_gets_no_capacity_alerts(client, planning, alerts):
 
 
 def test_overview_shows_use_of_the_quotas_in_force(client, planning, proposal):
-    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, now=NOW)
+    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, comment="ok", now=NOW)
     client.force_login(planning.committee)
     with time_machine.travel(NOW, tick=False):
         body = client.get("/api/v1/quota-overview/").json()
@@ -414,14 +476,14 @@ def test_overview_shows_use_of_the_quotas_in_force(client, planning, proposal):
     assert (uses["vision"]["hours"], uses["vision"]["mean_used_gpus"], uses["vision"]["guaranteed_gpus"]) == (
         12,
         16.0,
-        17,
+        20,
     )
     assert uses["vision"]["mean_borrowed_gpus"] == 0.0
     assert uses["radar"]["mean_used_gpus"] == 0.0
 
 
 def test_overview_shows_a_head_only_their_departments_use(client, planning, proposal):
-    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, now=NOW)
+    services.quota_cycle_approve(cycle=proposal, actor=planning.committee, comment="ok", now=NOW)
     client.force_login(planning.head_radar)
     with time_machine.travel(NOW, tick=False):
         body = client.get("/api/v1/quota-overview/?cluster=ad-platform").json()

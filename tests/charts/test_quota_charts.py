@@ -1,12 +1,14 @@
 """Quota chart builders are pure: plain data in, a Plotly figure out, no database."""
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 
 import plotly.graph_objects as go
 import pytest
 
 from efficiency.charts.quotas import (
+    TITLE_LINE_UNITS,
     DemandRow,
     backtest_allocation_figure,
     backtest_waits_figure,
@@ -114,6 +116,7 @@ def demand(rows) -> go.Figure:
         proposed_label="Proposed",
         current_label="Current",
         axis_label="GPUs",
+        log_axis_label="GPUs (log scale)",
     )
 
 
@@ -289,7 +292,6 @@ def test_quota_history_stacks_departments_with_the_shared_pool_on_top():
     assert list(pool.y) == [40.0, 32.0]
     assert figure.layout.barmode == "stack"
     assert pool.marker.color == "#9ca3af"
-    assert bev.marker.color is None  # departments take the theme's colours
     assert "BEV" in bev.hovertemplate
     assert figure.layout.yaxis.title.text == "GPUs"
     assert serialises(figure)
@@ -301,12 +303,37 @@ def test_quota_history_keeps_cycles_named_like_years_as_categories():
     assert figure.layout.xaxis.type == "category"
 
 
-def test_quota_history_moves_a_long_legend_aside():
+def test_quota_history_gives_every_department_its_own_colour_and_the_pool_a_grey_apart():
+    # The demo's nine departments once shared the theme's eight colours: two were both blue.
+    departments = {f"Department {i:02d}": [1.0] for i in range(24)}
+    figure = history(["2024Q1"], departments, [1.0])
+
+    *bars, pool = figure.data
+    colours = [bar.marker.color for bar in bars]
+    assert len(set(colours)) == 24
+    assert pool.marker.color not in colours
+    for colour in colours:
+        red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        assert max(red, green, blue) - min(red, green, blue) > 40, colour  # no grey like the pool's
+
+
+def test_quota_history_colours_follow_the_department_not_its_neighbours():
+    # Assigned by the order given (the view sorts by name): the same department keeps its colour
+    # from one page to the next.
+    first = history(["2024Q1"], {"BEV": [1.0], "Mapping": [1.0]}, [1.0])
+    again = history(["2024Q1"], {"BEV": [2.0], "Mapping": [3.0]}, [1.0])
+
+    assert [t.marker.color for t in first.data] == [t.marker.color for t in again.data]
+
+
+def test_quota_history_puts_a_long_legend_below_the_bars_and_grows_for_it():
     few = history(["2024Q1"], {"BEV": [1.0]}, [1.0])
     many = history(["2024Q1"], {f"D{i}": [1.0] for i in range(20)}, [1.0])
 
-    assert few.layout.legend.orientation == "h"
-    assert many.layout.legend.orientation == "v"
+    for figure in (few, many):
+        assert figure.layout.legend.orientation == "h"
+        assert (figure.layout.legend.yref, figure.layout.legend.yanchor) == ("container", "bottom")
+    assert many.layout.height > few.layout.height
 
 
 def test_quota_history_rejects_series_of_another_length():
@@ -320,3 +347,97 @@ def test_quota_history_accepts_a_department_named_like_a_parameter():
     figure = history(["2024Q1"], {"shared_pool": [1.0]}, [2.0])
 
     assert [list(trace.y) for trace in figure.data] == [[1.0], [2.0]]
+
+
+# --- Fitting on a projector and on a phone ----------------------------------------------------
+
+
+def all_quota_figures(title):
+    return [
+        quota_use_figure(
+            ["BEV"], [1.0], [1.0], [0.0], title=title, guaranteed_label="G", used_label="U",
+            borrowed_label="B", axis_label="GPUs",
+        ),
+        demand_distribution_figure(
+            DEMAND_ROWS, title=title, demand_label="D", percentile_label="P", proposed_label="N",
+            current_label="C", axis_label="GPUs",
+        ),
+        backtest_waits_figure(["BEV"], {"A": [1.0]}, title=title, axis_label="Hours"),
+        backtest_allocation_figure(TIMES, {"A": [1.0, 2.0, 3.0]}, 8, title=title, capacity_label="C",
+                                   axis_label="GPUs"),
+        quota_history_figure(["2024Q1"], {"BEV": [1.0]}, [1.0], title=title, shared_pool_label="S",
+                             axis_label="GPUs"),
+    ]  # fmt: skip
+
+
+def display_width(line: str) -> int:
+    return sum(2 if ord(char) > 0x2E80 else 1 for char in line)
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Hourly demand last cycle (GPUs held or waited for)",
+        "上一周期每小时需求（已占用或等待中的 GPU）按部门与型号分列，供委员会评审",
+    ],
+)
+def test_long_titles_wrap_to_fit_a_phone_and_stay_clear_of_the_legend(title):
+    for figure in all_quota_figures(title):
+        text = figure.layout.title.text
+        lines = text.split("<br>")
+        assert "".join(lines).replace(" ", "") == title.replace(" ", "")
+        assert all(display_width(line) <= TITLE_LINE_UNITS for line in lines), lines
+        # The top margin holds every line of the title; the legend sits at the bottom.
+        assert figure.layout.margin.t >= 26 * len(lines)
+        assert figure.layout.legend.yref == "container"
+        assert figure.layout.legend.yanchor == "bottom"
+
+
+def test_long_row_names_wrap_on_the_axis_but_stay_whole_as_categories():
+    name = "End-to-end driving models · A100"
+    figure = quota_use([name, "BEV"], [1.0, 2.0], [1.0, 2.0], [0.0, 0.0])
+
+    assert list(figure.data[0].y) == [name, "BEV"]
+    assert list(figure.layout.yaxis.tickvals) == [name, "BEV"]
+    assert list(figure.layout.yaxis.ticktext) == ["End-to-end driving<br>models · A100", "BEV"]
+
+
+def test_a_short_title_stays_on_one_line():
+    assert quota_history_figure(
+        ["2024Q1"], {"BEV": [1.0]}, [1.0], title="Guaranteed GPUs per cycle", shared_pool_label="S",
+        axis_label="GPUs",
+    ).layout.title.text == "Guaranteed GPUs per cycle"  # fmt: skip
+
+
+# --- A demand box plot that one huge department does not flatten ------------------------------
+
+
+def test_demand_stays_linear_while_rows_are_of_a_size():
+    figure = demand(DEMAND_ROWS)
+
+    assert figure.layout.xaxis.type in (None, "linear")
+    assert figure.layout.xaxis.tickvals is None
+
+
+def test_demand_of_one_department_far_above_the_others_switches_to_a_log_scale_in_gpus():
+    # The demo's vision department waited for ~2,600 GPUs; the others for tens: on a linear axis
+    # every other box was a dot at the left.
+    rows = [
+        DemandRow("Vehicle vision", [2400.0, 2600.0, 3000.0], 2609.0, 100.0, 80.0),
+        DemandRow("BEV", [0.0, 40.0, 60.0, 80.0], 65.0, 64.0, 57.0),
+        DemandRow("Mapping", [0.0, 0.0, 1.0], 0.5, 8.0, 19.0),
+    ]
+    figure = demand(rows)
+
+    boxes = [trace for trace in figure.data if trace.type == "box"]
+    # log10(1 + GPUs): zero stays at zero, and each box keeps its order statistics.
+    assert list(boxes[1].x) == pytest.approx([math.log10(1 + v) for v in (0.0, 40.0, 60.0, 80.0)])
+    percentile = by_name(figure)["P75"]
+    assert list(percentile.x) == pytest.approx([math.log10(1 + v) for v in (2609.0, 65.0, 0.5)])
+    # Hover and ticks speak GPUs, not logarithms.
+    assert list(percentile.customdata) == [2609.0, 65.0, 0.5]
+    assert "%{customdata" in percentile.hovertemplate
+    ticks = dict(zip(figure.layout.xaxis.ticktext, figure.layout.xaxis.tickvals, strict=True))
+    assert ticks["0"] == 0
+    assert ticks["1,000"] == pytest.approx(math.log10(1001))
+    assert "log" in figure.layout.xaxis.title.text

@@ -34,9 +34,12 @@ def test_committee_proposes_edits_approves_and_exports_while_a_head_objects(page
     cycle = QuotaCycle.objects.get(status="proposed")
     assert page.locator("#cycle-status").inner_text() == "Proposed"
     vision = page.locator("#quota-table tr[data-department='vision']")
-    # Hand-checked in tests/services/test_quotas.py: vision 16 -> 17, radar 24 -> 15, pool 8.
-    assert vision.locator("input[name$='guaranteed_gpus']").input_value() == "17"
-    assert "P75 of hourly demand over 336 h: 32.0 GPUs" in vision.inner_text()
+    # Hand-checked in tests/services/test_quotas.py: vision 16 -> 20, radar 24 -> 12, pool 8.
+    assert vision.locator("input[name$='guaranteed_gpus']").input_value() == "20"
+    steps = vision.locator("ol.why-steps li").all_inner_texts()
+    assert [step.split(":")[0] for step in steps] == ["Percentile", "Bound", "Floor", "Share", "Rounding"]
+    assert steps[0].startswith("Percentile: P75 of hourly demand over 336 h is 32 GPUs")
+    assert steps[1] == "Bound: at most ±25% from the current 16, i.e. 12 to 20: capped at 20."
     page.locator("#demand-chart svg.main-svg").first.wait_for()
     screenshot("quota-proposal-committee")
     log_out(page)
@@ -46,7 +49,7 @@ def test_committee_proposes_edits_approves_and_exports_while_a_head_objects(page
     page.goto(f"/quotas/cycles/{cycle.pk}/")
     assert page.locator("#quota-table tr[data-department='vision']").count() == 0
     radar = page.locator("#quota-table tr[data-department='radar']")
-    assert "so every one was scaled by 0.84." in radar.inner_text()
+    assert "this one keeps the 0 it needs plus at most 12: 12." in radar.inner_text()
     page.get_by_label("Objection").fill("We start lidar fusion training in December.")
     page.locator("#objection-button").click()
     page.wait_for_url(f"**/quotas/cycles/{cycle.pk}/")
@@ -54,17 +57,44 @@ def test_committee_proposes_edits_approves_and_exports_while_a_head_objects(page
     screenshot("quota-proposal-head")
     log_out(page)
 
-    # The committee sees the objection, gives radar one more GPU and approves.
+    # The committee sees the objection and gives radar more GPUs. Without a comment the browser
+    # does not even send the form; 500 GPUs on a 40-GPU cluster are refused with the numbers.
     log_in(page, "chair", PASSWORD)
     page.goto(f"/quotas/cycles/{cycle.pk}/")
     assert "lidar fusion" in page.locator(".objection").inner_text()
     radar = page.locator("#quota-table tr[data-department='radar']")
+    radar.locator("input[name$='guaranteed_gpus']").fill("500")
+    page.locator("#save-quotas").click()
+    comment = page.locator("#quota-edit-form textarea")
+    assert comment.evaluate("element => element.validity.valueMissing")
+    assert QuotaEvent.objects.filter(kind="edited").count() == 0
+    comment.fill("Lidar fusion starts in December.")
+    page.locator("#save-quotas").click()
+    page.wait_for_url(f"**/quotas/cycles/{cycle.pk}/edit/")
+    error = radar.locator(".field-error").inner_text()
+    assert error == "NVIDIA H100 80GB HBM3: 520 GPUs guaranteed but only 40 in the cluster."
+    assert page.locator(".shared-pool").first.inner_text().startswith("8")
+    screenshot("quota-edit-refused")
     radar.locator("input[name$='guaranteed_gpus']").fill("16")
-    page.locator("#quota-edit-form textarea").fill("Lidar fusion starts in December.")
     page.locator("#save-quotas").click()
     page.wait_for_url(f"**/quotas/cycles/{cycle.pk}/")
     assert "1 quotas changed." in page.locator("article.message").inner_text()
+
+    # Approving asks first; dismissed, nothing happens.
     page.locator("#approve-form textarea").fill("Agreed in the review.")
+    questions = []
+
+    def dismiss(dialog):
+        questions.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.locator("#approve-button").click()
+    page.wait_for_timeout(300)
+    [question] = questions
+    assert question.startswith("Approve these quotas? They come into force on")
+    assert page.locator("#cycle-status").inner_text() == "Proposed"
+    page.once("dialog", lambda dialog: dialog.accept())
     page.locator("#approve-button").click()
     page.wait_for_url(f"**/quotas/cycles/{cycle.pk}/")
     assert page.locator("#cycle-status").inner_text() == "Approved"
@@ -96,7 +126,7 @@ def test_committee_proposes_edits_approves_and_exports_while_a_head_objects(page
         for d in documents
         if d["kind"] == "ClusterQueue"
     }
-    assert nominal == {"vision": 17, "radar": 16, "ad-platform-shared-pool": 7}
+    assert nominal == {"vision": 20, "radar": 16, "ad-platform-shared-pool": 4}
     assert QuotaEvent.objects.filter(cycle=cycle, kind="exported").exists()
 
     # The quotas are in force now (the cycle began at today's local midnight).

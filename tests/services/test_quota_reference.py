@@ -49,10 +49,13 @@ def test_guaranteed_plus_shared_allocates_clearly_more_than_the_fixed_partition(
     fixed, proposal = results["fixed"], results["cycle"]
     # Before the first approval the quotas in force are the fixed partition itself.
     assert results["current"]["allocation_rate"] == pytest.approx(fixed["allocation_rate"])
-    # At least 4 points more of the cluster allocated (seed 7 gives 56.0% -> 61.8%; seeds 3 and
-    # 11 give +4.8 and +7.0), every job started instead of hundreds left waiting, waits halved.
+    # At least 4 points more of the cluster allocated (seed 7 gives 55.1% -> 59.9%; seeds 3 and
+    # 11 give +6.5 and +6.4). Under the fixed partition hundreds of jobs wait until their users
+    # give up (the replay cancels each after the wait its user really stood); under the proposal
+    # most of them start in time, and waits and unmet demand fall by more than half.
     assert proposal["allocation_rate"] >= fixed["allocation_rate"] + 0.04, (fixed, proposal)
-    assert fixed["jobs_waiting_at_end"] > 100
+    assert fixed["jobs_cancelled"] > 100
+    assert proposal["jobs_cancelled"] < fixed["jobs_cancelled"] / 4
     assert proposal["jobs_waiting_at_end"] == 0
     assert proposal["wait_p95_s"] < fixed["wait_p95_s"] / 2
     assert proposal["unmet_gpu_hours"] < fixed["unmet_gpu_hours"] / 2
@@ -63,9 +66,9 @@ def test_reference_proposal_favours_departments_short_of_gpus_and_fits_the_guara
 ):
     cycle, _ = reference_backtest
     quotas = list(cycle.quotas.select_related("department"))
-    # Starting from a fixed partition (everything guaranteed), every guarantee of a model is
-    # scaled by one factor to leave 20% as the shared pool; departments whose demand exceeds
-    # their guarantee keep a larger share of it than those whose demand is below.
+    # Starting from a fixed partition (everything guaranteed), 20% must become the shared pool:
+    # departments that need fewer GPUs than they own give them up first, down to what they need
+    # (or the floor); those short of GPUs keep a larger share of theirs.
     short = [q for q in quotas if q.explanation["target_gpus"] > q.previous_gpus]
     spare = [q for q in quotas if q.explanation["target_gpus"] < q.previous_gpus]
     assert short
@@ -75,6 +78,10 @@ def test_reference_proposal_favours_departments_short_of_gpus_and_fits_the_guara
         for idle in spare:
             if hot.gpu_model == idle.gpu_model:
                 assert hot.guaranteed_gpus / hot.previous_gpus > idle.guaranteed_gpus / idle.previous_gpus
+                # Fair by construction: a short department is cut only once no other keeps more
+                # than it needs.
+                needs = max(idle.explanation["target_gpus"], 8)
+                assert hot.guaranteed_gpus >= hot.previous_gpus or idle.guaranteed_gpus <= needs
     for model, capacity in cycle.capacity.items():
         guaranteed = sum(q.guaranteed_gpus for q in quotas if q.gpu_model == model)
         assert guaranteed <= 0.8 * capacity

@@ -5,9 +5,10 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from efficiency.analysis.quotas import Bound
-from efficiency.choices import CapacityAlertKind, MappingKind, QuotaCycleStatus, QuotaEventKind
-from efficiency.models import CapacityAlert, DepartmentMapping, QuotaCycle, QuotaEvent
+from efficiency.choices import CapacityAlertKind, JobState, MappingKind, QuotaCycleStatus, QuotaEventKind
+from efficiency.models import CapacityAlert, DepartmentMapping, Quota, QuotaCycle, QuotaEvent
 from efficiency.services import quotas as services
+from tests.factories import JobFactory
 from tests.quota_fixtures import H100, MIDNIGHT, NOW, SETTINGS, WINDOW_START, make_planning
 
 
@@ -43,18 +44,26 @@ def test_first_proposal_starts_from_the_fixed_partition(planning):
 def test_proposal_numbers_are_hand_checked(planning):
     # Vision demands 32 GPUs every hour (16 running + 16 waiting): P75 = 32, but it may grow
     # 25% from 16, to 20. Radar demands nothing: it may shrink 25% from 24, to 18.
-    # 20 + 18 = 38 > 40 x 0.8 = 32, so both scale by 32/38: 16.84 and 15.16 -> 16 + 15 = 31,
-    # and the one GPU left goes to the larger remainder (vision): 17 and 15. Shared pool 8.
+    # 20 + 18 = 38 > 40 x 0.8 = 32: 6 to take, first from who keeps more than it needs:
+    # radar (needs 0) gives 6, 18 -> 12. Vision keeps its 20. Shared pool 40 - 32 = 8.
     quotas = by_department(propose(planning))
     vision, radar = quotas["vision"], quotas["radar"]
-    assert (vision.guaranteed_gpus, vision.previous_gpus, vision.proposed_gpus) == (17, 16, 17)
-    assert (radar.guaranteed_gpus, radar.previous_gpus) == (15, 24)
+    assert (vision.guaranteed_gpus, vision.previous_gpus, vision.proposed_gpus) == (20, 16, 20)
+    assert (radar.guaranteed_gpus, radar.previous_gpus) == (12, 24)
     assert vision.explanation["percentile_gpus"] == 32
     assert vision.explanation["target_gpus"] == 32
     assert vision.explanation["upper_gpus"] == 20
-    assert vision.explanation["bound"] == Bound.CAPACITY
-    assert vision.explanation["capacity_factor"] == pytest.approx(32 / 38, abs=1e-4)
+    assert vision.explanation["bound"] == Bound.MAX_INCREASE
     assert radar.explanation["lower_gpus"] == 18
+    assert radar.explanation["bound"] == Bound.CAPACITY
+    steps = {step["step"]: step for step in radar.explanation["steps"]}
+    assert list(steps) == ["percentile", "bound", "floor", "share", "rounding"]
+    assert (steps["share"]["stage"], steps["share"]["keep_gpus"], steps["share"]["allowed_gpus"]) == (
+        "surplus",
+        0,
+        12,
+    )
+    assert (steps["share"]["budget_gpus"], steps["share"]["asked_gpus"]) == (32, 38)
     assert len(vision.demand_gpus) == 14 * 24
     assert set(vision.demand_gpus) == {32}
 
@@ -73,33 +82,82 @@ def test_committee_edit_is_recorded_with_who_from_to_and_why(planning):
     )  # fmt: skip
     assert changed
     quota.refresh_from_db()
-    assert (quota.guaranteed_gpus, quota.proposed_gpus, quota.borrowing_limit_gpus) == (14, 15, 4)
+    assert (quota.guaranteed_gpus, quota.proposed_gpus, quota.borrowing_limit_gpus) == (14, 12, 4)
     event = QuotaEvent.objects.get(kind=QuotaEventKind.EDITED)
     assert (event.actor, event.department, event.from_gpus, event.to_gpus) == (
         planning.committee,
         planning.radar,
-        15,
+        12,
         14,
     )
-    assert "Borrowing limit: 4." in event.comment
-    assert "Radar retires two projects" in event.comment
+    # The comment is the committee member's own words; the borrowing limit is a fact beside it,
+    # rendered in the reader's language.
+    assert event.comment == "Radar retires two projects"
+    assert event.detail == {"borrowing_limit_from_gpus": None, "borrowing_limit_to_gpus": 4}
     # The same numbers again change nothing and record nothing.
     assert not services.quota_update(
-        quota=quota, actor=planning.committee, guaranteed_gpus=14, borrowing_limit_gpus=4, now=NOW
-    )
+        quota=quota, actor=planning.committee, guaranteed_gpus=14, borrowing_limit_gpus=4,
+        comment="again", now=NOW,
+    )  # fmt: skip
     assert QuotaEvent.objects.filter(kind=QuotaEventKind.EDITED).count() == 1
+
+
+def test_an_edit_beyond_capacity_is_refused_naming_the_field_and_the_numbers(planning):
+    cycle = propose(planning)
+    radar = by_department(cycle)["radar"]
+    with pytest.raises(ValidationError) as refused:
+        services.quota_update(
+            quota=radar, actor=planning.committee, guaranteed_gpus=500, borrowing_limit_gpus=None,
+            comment="typo",
+        )  # fmt: skip
+    # 20 (vision) + 500 = 520 of 40: the shared pool would be -480.
+    assert refused.value.message_dict == {
+        "guaranteed_gpus": ["NVIDIA H100 80GB HBM3: 520 GPUs guaranteed but only 40 in the cluster."]
+    }
+    assert by_department(cycle)["radar"].guaranteed_gpus == 12
+    assert not QuotaEvent.objects.filter(kind=QuotaEventKind.EDITED).exists()
+
+
+def test_edits_of_one_cycle_are_checked_together(planning):
+    # Moving 10 GPUs from radar to vision: vision 30 first would make 30 + 12 = 42 > 40 on its
+    # own, but with radar at 2 the cycle guarantees 32, within the 40 GPUs.
+    cycle = propose(planning)
+    quotas = by_department(cycle)
+    changed = services.quota_cycle_edit(
+        cycle=cycle,
+        actor=planning.committee,
+        numbers={quotas["vision"].pk: (30, None), quotas["radar"].pk: (2, None)},
+        comment="Radar lends vision its nodes for December.",
+    )
+    assert changed == 2
+    assert {code: q.guaranteed_gpus for code, q in by_department(cycle).items()} == {"vision": 30, "radar": 2}
+
+
+def test_edits_and_approval_need_a_comment(planning):
+    cycle = propose(planning)
+    radar = by_department(cycle)["radar"]
+    with pytest.raises(ValidationError) as refused:
+        services.quota_update(
+            quota=radar, actor=planning.committee, guaranteed_gpus=10, borrowing_limit_gpus=None, comment="  "
+        )
+    assert list(refused.value.message_dict) == ["comment"]
+    with pytest.raises(ValidationError) as refused:
+        services.quota_cycle_approve(cycle=cycle, actor=planning.committee, comment="")
+    assert list(refused.value.message_dict) == ["comment"]
+    cycle.refresh_from_db()
+    assert cycle.is_proposed
+    assert by_department(cycle)["radar"].guaranteed_gpus == 12
 
 
 def test_approval_refuses_guarantees_beyond_capacity_and_then_locks_the_cycle(planning):
     cycle = propose(planning)
     radar = by_department(cycle)["radar"]
-    services.quota_update(
-        quota=radar, actor=planning.committee, guaranteed_gpus=30, borrowing_limit_gpus=None
-    )
+    # Edits cannot get there; an admin's change in the database can.
+    Quota.objects.filter(pk=radar.pk).update(guaranteed_gpus=27)
     with pytest.raises(ValidationError, match="47 GPUs guaranteed but only 40"):
         services.quota_cycle_approve(cycle=cycle, actor=planning.committee, comment="ok")
     services.quota_update(
-        quota=radar, actor=planning.committee, guaranteed_gpus=15, borrowing_limit_gpus=None
+        quota=radar, actor=planning.committee, guaranteed_gpus=12, borrowing_limit_gpus=None, comment="back"
     )
     services.quota_cycle_approve(
         cycle=cycle, actor=planning.committee, comment="Agreed in the review", now=NOW
@@ -110,10 +168,10 @@ def test_approval_refuses_guarantees_beyond_capacity_and_then_locks_the_cycle(pl
     )  # fmt: skip
     with pytest.raises(services.QuotaError, match="approved"):
         services.quota_update(
-            quota=radar, actor=planning.committee, guaranteed_gpus=1, borrowing_limit_gpus=None
+            quota=radar, actor=planning.committee, guaranteed_gpus=1, borrowing_limit_gpus=None, comment="x"
         )
     with pytest.raises(services.QuotaError, match="approved"):
-        services.quota_cycle_approve(cycle=cycle, actor=planning.committee)
+        services.quota_cycle_approve(cycle=cycle, actor=planning.committee, comment="again")
 
 
 def test_objection_is_filed_answered_and_recorded(planning):
@@ -146,12 +204,31 @@ def test_backtest_compares_fixed_partition_with_the_proposal(planning):
     # Fixed partition: vision's two waiting jobs (8 GPUs each) wait the whole 336 hours.
     assert results["fixed"]["queues"]["vision"]["unmet_gpu_hours"] == pytest.approx(2 * 8 * 336)
     assert results["fixed"]["jobs_waiting_at_end"] == 2
-    # Proposal: 1 guaranteed GPU left + 7 borrowed start the first at once; it runs the
-    # fallback hour (no finished job to take a median from), then the second starts.
+    # Proposal: 4 guaranteed GPUs left + 4 borrowed from the pool of 8 start the first at once;
+    # it runs the fallback hour (no finished job to take a median from), then the second starts.
     assert results["cycle"]["jobs_waiting_at_end"] == 0
     assert results["cycle"]["queues"]["vision"]["unmet_gpu_hours"] == pytest.approx(8)
     assert results["cycle"]["allocation_rate"] > results["fixed"]["allocation_rate"]
     assert results["cycle"]["allocation_rate"] == pytest.approx((16 * 336 + 2 * 8) / (40 * 336), abs=1e-5)
+
+
+def test_backtest_replays_a_job_whose_user_gave_up_with_the_same_patience(planning):
+    # A day into the window vision submits one more 8-GPU job; its user cancelled it after 2 h of
+    # waiting. Under the fixed partition it waits behind the two that never start and leaves
+    # again after 2 h. Under the proposal (20 guaranteed + a pool of 8) the queue is empty by
+    # then, so it starts at once: demand that patience hid is served.
+    submitted = WINDOW_START + timedelta(days=1)
+    JobFactory(
+        cluster=planning.cluster, department=planning.vision, gpu_model="h100", gpu_count=8,
+        submitted_at=submitted, started_at=None, ended_at=submitted + timedelta(hours=2),
+        state=JobState.CANCELLED,
+    )  # fmt: skip
+    backtest = services.quota_backtest_run(cycle=propose(planning), now=NOW)
+    results = {r["key"]: r for r in backtest.results}
+    assert backtest.job_count == 5
+    assert (results["fixed"]["jobs_cancelled"], results["fixed"]["queues"]["vision"]["cancelled"]) == (1, 1)
+    assert results["cycle"]["jobs_cancelled"] == 0
+    assert results["cycle"]["jobs_started"] == 3
 
 
 def test_export_needs_approval_and_carries_the_mappings(planning):
@@ -164,7 +241,7 @@ def test_export_needs_approval_and_carries_the_mappings(planning):
     DepartmentMapping.objects.create(
         kind=MappingKind.SLURM_ACCOUNT, value="vision", department=planning.vision
     )
-    cycle = services.quota_cycle_approve(cycle=cycle, actor=planning.committee)
+    cycle = services.quota_cycle_approve(cycle=cycle, actor=planning.committee, comment="ok")
     name, _, text = services.quota_export(cycle=cycle, fmt="kueue", actor=planning.admin)
     assert name == "ad-platform-20261116-kueue-clusterqueues.yaml"
     documents = list(yaml.safe_load_all(text))
@@ -177,9 +254,9 @@ def test_export_needs_approval_and_carries_the_mappings(planning):
         for d in documents
         if d["kind"] == "ClusterQueue"
     }
-    assert nominal == {"vision": 17, "radar": 15, "ad-platform-shared-pool": 8}
+    assert nominal == {"vision": 20, "radar": 12, "ad-platform-shared-pool": 8}
     _, _, script = services.quota_export(cycle=cycle, fmt="slurm")
-    assert "GrpTRES=gres/gpu=25" in script  # vision: 17 guaranteed + the whole pool of 8
+    assert "GrpTRES=gres/gpu=28" in script  # vision: 20 guaranteed + the whole pool of 8
     assert QuotaEvent.objects.filter(kind=QuotaEventKind.EXPORTED).count() == 2
     with pytest.raises(services.QuotaError, match="Unknown export format"):
         services.quota_export(cycle=cycle, fmt="yaml")
@@ -217,7 +294,7 @@ def test_capacity_alert_raised_with_gpus_needed_then_resolved(planning, settings
     assert CapacityAlert.objects.filter(resolved_at__isnull=True).count() == 1
     # With the proposal in force the pool (8) has room: resolved.
     cycle = propose(planning)
-    services.quota_cycle_approve(cycle=cycle, actor=planning.committee)
+    services.quota_cycle_approve(cycle=cycle, actor=planning.committee, comment="ok")
     assert services.capacity_check(cluster=planning.cluster, now=NOW + timedelta(hours=2)) == []
     alert.refresh_from_db()
     assert alert.resolved_at == NOW + timedelta(hours=2)

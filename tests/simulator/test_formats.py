@@ -78,15 +78,20 @@ def test_sacct_text_has_a_header_and_one_row_per_job_with_ordered_times(sim):
     records = sim.jobs(START, until)
     assert [row["JobID"] for row in rows] == [record.external_id for record in records]
     for row in rows:
-        if row["Start"] != "Unknown":
+        if row["Start"] not in ("Unknown", "None"):
             assert row["Submit"] <= row["Start"]
             assert row["AllocTRES"].startswith("billing=")
-        if row["End"] != "Unknown":
+        if row["Start"] == "None":  # its user cancelled it while it waited
+            assert row["State"].startswith("CANCELLED by ")
+            assert (row["NodeList"], row["AllocTRES"], row["Elapsed"]) == ("None assigned", "", "00:00:00")
+            assert row["Submit"] <= row["End"]
+        elif row["End"] != "Unknown":
             assert row["Start"] <= row["End"]
         if row["State"] == "PENDING":
             assert (row["Start"], row["NodeList"], row["AllocTRES"]) == ("Unknown", "None assigned", "")
     states = {row["State"].split()[0] for row in rows}
-    assert {"COMPLETED", "FAILED", "RUNNING", "PENDING"} <= states
+    assert {"COMPLETED", "FAILED", "RUNNING", "PENDING", "CANCELLED"} <= states
+    assert any(row["Start"] == "None" for row in rows)
 
 
 def test_sacct_prints_local_time_without_offset(sim):

@@ -168,10 +168,11 @@ MATRIX = {
         lambda o: f"/quotas/cycles/{_proposal(o).pk}/edit/",
         {**COMMITTEE_ACTION, "committee": 400},
     ),
+    # Approval needs a comment: an empty form is a 400 naming it.
     "efficiency:quota-cycle-approve": (
         "post",
         lambda o: f"/quotas/cycles/{_proposal(o).pk}/approve/",
-        COMMITTEE_ACTION,
+        {**COMMITTEE_ACTION, "committee": 400},
     ),
     "efficiency:quota-objection-create": (
         "post",
@@ -196,11 +197,11 @@ MATRIX = {
     ),
     "api:quota-cycle-list": ("get", lambda o: "/api/v1/quota-cycles/", VIEWER_API),
     "api:quota-cycle-detail": ("get", lambda o: f"/api/v1/quota-cycles/{_proposal(o).pk}/", VIEWER_API),
-    # An empty body approves without a comment (the org's proposal fits its capacity).
+    # Approval needs a comment: an empty body is a 400 naming it.
     "api:quota-cycle-approve": (
         "post",
         lambda o: f"/api/v1/quota-cycles/{_proposal(o).pk}/approve/",
-        COMMITTEE_API_ACTION,
+        {**COMMITTEE_API_ACTION, "committee": 400},
     ),
     # POST runs a backtest (committee only); reading one is for committee and admins.
     "api:quota-cycle-backtest": (

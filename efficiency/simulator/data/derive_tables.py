@@ -135,6 +135,30 @@ def acme_summary(traces: Path) -> None:
     (HERE / "acme_cluster_summary.csv").write_text(text)
 
 
+def pending_cancels(traces: Path) -> None:
+    """Pods deleted before they were ever scheduled in Alibaba's 2023 GPU trace (default workload):
+    the pod count per phase (``Pending`` at deletion means cancelled before it started), and the
+    percentiles of how long those pods had waited when they were deleted."""
+    with (traces / "alibaba_gpu_v2023" / "openb_pod_list_default.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    phases = Counter(row["pod_phase"] for row in rows)
+    waits = sorted(
+        float(row["deletion_time"]) - float(row["creation_time"])
+        for row in rows
+        if row["pod_phase"] == "Pending" and row["deletion_time"]
+    )
+    with (HERE / "alibaba_pod_phases.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["pod_phase", "pods"])
+        for phase, count in sorted(phases.items()):
+            writer.writerow([phase, count])
+    with (HERE / "alibaba_pending_cancel_waits.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["percentile", "wait_s"])
+        for percent in PERCENTILES:
+            writer.writerow([percent, f"{_quantile(waits, percent / 100):.0f}"])
+
+
 def main(argv: list[str]) -> None:
     """Write every table from the trace folder given as the only argument."""
     if len(argv) != 2:
@@ -145,6 +169,7 @@ def main(argv: list[str]) -> None:
     acme_quantiles(traces)
     genai_duty_cycle(traces)
     acme_summary(traces)
+    pending_cancels(traces)
 
 
 if __name__ == "__main__":
