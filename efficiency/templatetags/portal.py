@@ -23,6 +23,21 @@ def plotly_chart(figure: Figure, element_id: str) -> str:
     )
 
 
+@register.simple_tag(takes_context=True)
+def export_url(context, export: str = "csv") -> str:
+    """The link of a "Download CSV": this page's query string without ``page``, plus ``export``.
+
+    Every filter and the range stay, so the download holds exactly the rows the page shows (all
+    of them, not one page). Relative (``?…``): it resolves against the page the browser shows,
+    also when it is rendered in an htmx partial that was fetched with the page's query string.
+    """
+    query = context["request"].GET.copy()
+    for name in ("page", "export"):
+        query.pop(name, None)
+    query["export"] = export
+    return "?" + query.urlencode()
+
+
 @register.filter
 def pretty_json(value: object) -> str:
     """Indented JSON for config snapshots (autoescaped by the template like any string)."""
