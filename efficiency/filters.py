@@ -17,10 +17,13 @@ def _visible_departments(request) -> QuerySet[Department]:
 
 
 def _yes_no_filter(label, **kwargs) -> django_filters.TypedChoiceFilter:
-    """``true``/``false`` only: anything else is a 400, not silently "no filter"."""
+    """``true``/``false``, or empty for either; anything else is a 400, not silently "no filter".
+
+    The empty choice comes first, so a form submitted untouched does not filter on this.
+    """
     return django_filters.TypedChoiceFilter(
         label=label,
-        choices=[("true", _("Yes")), ("false", _("No"))],
+        choices=[("", _("Any")), ("true", _("Yes")), ("false", _("No"))],
         coerce=lambda value: value == "true",
         **kwargs,
     )
