@@ -5,7 +5,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from efficiency.analysis.usage import change_points, percent
+from efficiency.analysis.usage import UsageTotals, change_points, percent
 from efficiency.charts import usage as charts
 from efficiency.choices import NodeClass, Role
 from efficiency.forms import TimeRange, time_range_from_request
@@ -29,6 +29,16 @@ def range_or_400(request: HttpRequest, template: str):
 def local_times(times) -> list:
     """Times in the display zone: plotly.js draws the clock time as written, ignoring offsets."""
     return [timezone.localtime(t) for t in times]
+
+
+def usage_cards_context(totals: UsageTotals, previous: UsageTotals) -> dict:
+    """What the usage cards show (partials/usage_cards.html): the totals of the range and the
+    change of utilization and allocation rate against the period of the same length before."""
+    return {
+        "totals": totals,
+        "utilization_change": change_points(totals.utilization, previous.utilization),
+        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+    }
 
 
 def trend_figure(points: list[usage.UsagePoint]):
@@ -75,9 +85,7 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
     context = {
         "range_form": form,
         "time_range": time_range,
-        "totals": totals,
-        "utilization_change": change_points(totals.utilization, previous.utilization),
-        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+        **usage_cards_context(totals, previous),
         "departments": departments,
         "department_figure": charts.department_utilization_figure(
             [d.department.name for d in ranked],
@@ -137,9 +145,7 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
     hours = time_range.bucket_seconds / 3600
     times = local_times(p.time for p in points)
     return {
-        "totals": totals,
-        "utilization_change": change_points(totals.utilization, previous.utilization),
-        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+        **usage_cards_context(totals, previous),
         "gpu_hours_figure": charts.gpu_hours_figure(
             times,
             [round(p.totals.available_gpu_hours, 1) for p in points],
@@ -216,7 +222,10 @@ def node_usage_context(node, time_range: TimeRange) -> dict:
     points = usage.node_usage_series(node=node, time_range=time_range)
     inventory = {gpu.index: gpu for gpu in node.gpus.all()}
     return {
-        "totals": usage.node_usage(node=node, time_range=time_range),
+        **usage_cards_context(
+            usage.node_usage(node=node, time_range=time_range),
+            usage.node_usage(node=node, time_range=time_range.previous()),
+        ),
         "trend_figure": trend_figure(points),
         # One row per GPU the node has, whether or not the inventory lists its UUID yet.
         "gpu_rows": [
