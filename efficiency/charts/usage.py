@@ -301,11 +301,13 @@ def job_timeseries_figure(
     units: Mapping[str, str],
     *,
     title: str,
+    axis_title: str = "{name} ({unit})",
 ) -> go.Figure:
     """A job's metrics over time: one row per series, stacked, all sharing the time axis.
 
-    ``units`` maps a series name to its unit for the hover ("%", "MiB", "W"); a series with unit
-    "%" gets a 0-100 axis. A series without a unit shows bare values.
+    ``units`` maps a series name to its unit ("%", "GiB", "W"), shown in its axis title
+    (``axis_title``, translated by the caller: "{name}（{unit}）" in Chinese) and in the hover;
+    a series with unit "%" gets a 0-100 axis. A series without a unit shows bare values.
     """
     _check_lengths("times", times, series)
     if not series:
@@ -333,7 +335,9 @@ def job_timeseries_figure(
             row=row,
             col=1,
         )
-        figure.update_yaxes(title_text=name, row=row, col=1)
+        figure.update_yaxes(
+            title_text=axis_title.format(name=name, unit=unit) if unit else name, row=row, col=1
+        )
         if is_percent:
             figure.update_yaxes(range=PERCENT_RANGE, ticksuffix="%", row=row, col=1)
     figure.update_layout(showlegend=False, hovermode="x unified")

@@ -245,11 +245,13 @@ def job_usage_context(job) -> dict:
             {
                 activity: series.activity_pct,
                 sm_active: series.sm_active_pct,
-                memory: series.fb_used_mib,
+                memory: [None if mib is None else round(mib / 1024, 1) for mib in series.fb_used_mib],
                 power: series.power_w,
             },
-            {activity: "%", sm_active: "%", memory: "MiB", power: "W"},
+            {activity: "%", sm_active: "%", memory: "GiB", power: "W"},
             title=_("The job's GPUs over its run (mean over its nodes' GPUs)"),
+            # Translators: a chart axis title, e.g. "Power (W)"; keep {name} and {unit}.
+            axis_title=_("{name} ({unit})"),
         ),
     }
 

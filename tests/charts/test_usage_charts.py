@@ -278,11 +278,11 @@ def test_heatmap_rejects_rows_or_cells_of_another_length():
 
 def test_job_timeseries_stacks_one_row_per_metric_on_a_shared_time_axis():
     series = {
-        "Activity (%)": [90.0, None, 95.0],
-        "Memory (MiB)": [70000.0, 71000.0, 71500.0],
-        "Power (W)": [600.0, 610.0, 590.0],
+        "Activity": [90.0, None, 95.0],
+        "Memory": [70.0, 71.0, 71.5],
+        "Power": [600.0, 610.0, 590.0],
     }
-    units = {"Activity (%)": "%", "Memory (MiB)": "MiB", "Power (W)": "W"}
+    units = {"Activity": "%", "Memory": "GiB", "Power": "W"}
 
     figure = job_timeseries_figure(TIMES, series, units, title="Job 42")
 
@@ -293,13 +293,24 @@ def test_job_timeseries_stacks_one_row_per_metric_on_a_shared_time_axis():
     # make_subplots ties the upper x axes to the bottom one.
     assert figure.layout.xaxis.matches == "x3"
     assert figure.layout.xaxis2.matches == "x3"
-    assert [figure.layout[f"yaxis{n}"].title.text for n in ("", "2", "3")] == list(series)
     assert tuple(figure.layout.yaxis.range) == (0, 100)
     assert figure.layout.yaxis2.range is None
-    assert "MiB" in figure.data[1].hovertemplate
+    assert "GiB" in figure.data[1].hovertemplate
     assert "W" in figure.data[2].hovertemplate
     assert figure.layout.showlegend is False
     assert serialises(figure)
+
+
+def test_every_job_metric_axis_names_its_unit():
+    series = {"Activity": [90.0], "Memory": [70.0], "Power": [600.0], "Count": [3.0]}
+    units = {"Activity": "%", "Memory": "GiB", "Power": "W"}
+
+    figure = job_timeseries_figure(TIMES[:1], series, units, title="Job 42", axis_title="{name}（{unit}）")
+
+    titles = [figure.layout[f"yaxis{n}"].title.text for n in ("", "2", "3", "4")]
+    assert titles == ["Activity（%）", "Memory（GiB）", "Power（W）", "Count"]
+    default = job_timeseries_figure(TIMES[:1], series, units, title="Job 42")
+    assert default.layout.yaxis2.title.text == "Memory (GiB)"
 
 
 def test_job_timeseries_without_series_or_times_does_not_raise():
