@@ -11,7 +11,7 @@ from efficiency.choices import NodeClass, Role
 from efficiency.forms import TimeRange, time_range_from_request
 from efficiency.selectors import usage
 from efficiency.selectors.quotas import capacity_alert_list
-from efficiency.views.helpers import csv_response, role_required
+from efficiency.views.helpers import csv_filename, csv_response, role_required
 
 
 def class_labels() -> dict[str, str]:
@@ -109,7 +109,7 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
 
 def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: TimeRange) -> HttpResponse:
     return csv_response(
-        f"department-usage-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        csv_filename("department-usage", time_range),
         [
             _("Department"),
             _("Code"),
@@ -163,7 +163,7 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
 
 def jobs_usage_csv(jobs: list[usage.JobUsage], time_range: TimeRange, code: str) -> HttpResponse:
     return csv_response(
-        f"jobs-{code}-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        csv_filename("jobs", code, time_range),
         [
             _("Job"),
             _("Name"),
@@ -192,7 +192,7 @@ def jobs_usage_csv(jobs: list[usage.JobUsage], time_range: TimeRange, code: str)
 
 def idle_allocations_csv(idle: list[usage.IdleAllocation], time_range: TimeRange, code: str) -> HttpResponse:
     return csv_response(
-        f"idle-allocations-{code}-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        csv_filename("idle-allocations", code, time_range),
         [
             _("Job"),
             _("Name"),
@@ -207,8 +207,8 @@ def idle_allocations_csv(idle: list[usage.IdleAllocation], time_range: TimeRange
                 i.job.external_id,
                 i.job.name,
                 i.job.user_name,
-                timezone.localtime(i.start).isoformat(),
-                timezone.localtime(i.end).isoformat(),
+                i.start,
+                i.end,
                 i.idle_hours,
                 round(i.wasted_gpu_hours, 2),
             ]
