@@ -148,4 +148,5 @@ def test_job_chart_axes_carry_their_units(client, sampled):
     titles = [figure["layout"][f"yaxis{n}"]["title"]["text"] for n in ("", "2", "3", "4")]
     assert titles == ["Activity (%)", "SM active (%)", "Memory used (GiB)", "Power (W)"]
     memory = [value for value in figure["data"][2]["y"] if value is not None]
-    assert memory and set(memory) == {40.0}
+    assert memory
+    assert set(memory) == {40.0}
