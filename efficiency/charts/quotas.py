@@ -11,7 +11,7 @@ from datetime import datetime
 
 import plotly.graph_objects as go
 
-from efficiency.charts.theme import apply_theme
+from efficiency.charts.theme import apply_theme, legend_aside
 from efficiency.charts.usage import (
     BUSY_COLOR,
     DEPARTMENT_CHROME_PX,
@@ -303,9 +303,7 @@ def quota_history_figure(
     figure.update_yaxes(title_text=axis_label)
     figure = apply_theme(figure, title=title)
     if len(figure.data) > HORIZONTAL_LEGEND_MAX_ENTRIES:
-        figure.update_layout(
-            legend={"orientation": "v", "yanchor": "top", "y": 1, "xanchor": "left", "x": 1.02}
-        )
+        legend_aside(figure)
     return figure
 
 

@@ -262,31 +262,33 @@ def heatmap_figure(
             raise ValueError(f"values_pct row {index} has {len(row)} values, but times has {len(times)}")
     # No per-cell hover text: a department of 200 nodes over a week is ~35k cells, and a text per
     # cell doubled the page and the time to build it. Missing cells stay grey (the plot
-    # background) and a note under the chart says what grey means.
+    # background), and a grey square in the legend says what grey means.
     figure = go.Figure(
-        go.Heatmap(
-            name=title,
-            x=list(times),
-            y=list(row_labels),
-            z=[list(row) for row in values_pct],
-            zmin=PERCENT_RANGE[0],
-            zmax=PERCENT_RANGE[1],
-            colorscale=HEATMAP_COLORSCALE,
-            colorbar={"title": {"text": colorbar_label}, "ticksuffix": "%"},
-            hoverongaps=False,
-            hovertemplate="%{y}<br>%{x}<br>%{z:.1f}%<extra></extra>",
-        )
+        [
+            go.Heatmap(
+                name=title,
+                x=list(times),
+                y=list(row_labels),
+                z=[list(row) for row in values_pct],
+                zmin=PERCENT_RANGE[0],
+                zmax=PERCENT_RANGE[1],
+                colorscale=HEATMAP_COLORSCALE,
+                colorbar={"title": {"text": colorbar_label}, "ticksuffix": "%"},
+                hoverongaps=False,
+                hovertemplate="%{y}<br>%{x}<br>%{z:.1f}%<extra></extra>",
+            ),
+            go.Scatter(
+                name=missing_label,
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"symbol": "square", "size": 14, "color": HEATMAP_MISSING_COLOR},
+                showlegend=True,
+                hoverinfo="skip",
+            ),
+        ]
     )
-    figure.add_annotation(
-        text=f"<span style='color:{HEATMAP_MISSING_COLOR}'>■</span> {missing_label}",
-        xref="paper",
-        yref="paper",
-        x=1,
-        y=-0.06,
-        showarrow=False,
-        xanchor="right",
-        yanchor="top",
-    )
+    figure.update_layout(showlegend=True)
     figure.update_yaxes(autorange="reversed", type="category")
     height_px = _clamp_height(HEATMAP_CHROME_PX + HEATMAP_ROW_PX * len(row_labels))
     figure = apply_theme(figure, title=title, height_px=height_px)

@@ -241,17 +241,19 @@ def heatmap(rows, times, values) -> go.Figure:
 def test_heatmap_keeps_the_first_node_on_top_and_marks_missing_cells():
     figure = heatmap(["gpu-001", "gpu-002"], TIMES, [[0.5, None, 99.0], [50.0, 60.0, 70.0]])
 
-    (cells,) = figure.data
+    cells, missing_key = figure.data
     assert list(cells.y) == ["gpu-001", "gpu-002"]
     assert figure.layout.yaxis.autorange == "reversed"
     assert list(cells.x) == TIMES
     assert [list(row) for row in cells.z] == [[0.5, None, 99.0], [50.0, 60.0, 70.0]]
     assert (cells.zmin, cells.zmax) == (0, 100)
-    # The missing cell is a gap showing the grey background, and a note says what grey means.
+    # The missing cell is a gap showing the grey background; a grey legend key says what it means.
     assert cells.hoverongaps is False
     assert "%{z:.1f}%" in cells.hovertemplate
     assert figure.layout.plot_bgcolor == HEATMAP_MISSING_COLOR
-    assert "No data" in figure.layout.annotations[0].text
+    assert missing_key.name == "No data"
+    assert missing_key.marker.color == HEATMAP_MISSING_COLOR
+    assert missing_key.showlegend is True
     assert serialises(figure)
 
 
@@ -264,8 +266,7 @@ def test_heatmap_grows_with_rows_within_bounds():
 
 def test_heatmap_without_rows_or_times_is_an_empty_heatmap():
     for figure in (heatmap([], [], []), heatmap(["gpu-001"], [], [[]])):
-        assert len(figure.data) == 1
-        assert figure.data[0].type == "heatmap"
+        assert [trace.type for trace in figure.data] == ["heatmap", "scatter"]
         assert serialises(figure)
 
 
