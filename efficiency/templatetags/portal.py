@@ -2,6 +2,7 @@ import json
 
 from django import template
 from django.utils.html import format_html, json_script
+from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
 
@@ -54,7 +55,8 @@ def duration(seconds: float | None) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}d {clock}" if days else clock
+    # Translators: a duration of whole days and a clock time, e.g. "9d 01:02:03".
+    return _("%(days)sd %(clock)s") % {"days": days, "clock": clock} if days else clock
 
 
 @register.filter
@@ -67,10 +69,11 @@ def pct(ratio: float | None) -> str:
 
 @register.filter
 def signed_points(points: float | None) -> str:
-    """A change in percentage points, signed: "+4.5 pp"."""
+    """A change in percentage points, signed: "+4.5 pp" ("+4.5 个百分点")."""
     if points is None:
         return "—"
-    return f"{points:+.1f} pp"
+    # Translators: a signed change in percentage points, e.g. "+4.5 pp".
+    return _("%(points)s pp") % {"points": f"{points:+.1f}"}
 
 
 @register.filter
