@@ -3,7 +3,8 @@
 The title sits at the top left above the plot and the legend at the bottom of the chart, each
 reserving its own margin, so neither overlaps the plot, its tick labels or the other at any
 width. A title wider than its chart is wrapped onto more lines by
-static/efficiency/js/charts.js, which knows the width the chart is drawn at.
+static/efficiency/js/charts.js, which knows the width the chart is drawn at, and which makes a
+chart taller when its title, legend and tick labels leave the plot too little room (a phone).
 """
 
 import plotly.graph_objects as go
@@ -13,6 +14,7 @@ FONT_SIZE_PX = 15
 TITLE_FONT_SIZE_PX = 18
 COLORWAY = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 GRID_COLOR = "#e5e7eb"
+LEGEND_MAX_HEIGHT_SHARE = 0.3
 
 
 def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Figure:
@@ -45,6 +47,8 @@ def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Fi
             "yref": "container",
             "y": 0,
             "yanchor": "bottom",
+            # A long legend on a narrow screen scrolls rather than squeezing the plot away.
+            "maxheight": LEGEND_MAX_HEIGHT_SHARE,
         },
         plot_bgcolor="white",
         paper_bgcolor="white",

@@ -20,6 +20,8 @@
     },
   };
   var ZH_DATE_HOVER = "%Y年%-m月%-d日 %H:%M";
+  var ISO_DATE = /^\d{4}-\d{2}-\d{2}/;
+  var MIN_PLOT_PX = 180;
   var measure = document.createElement("canvas").getContext("2d");
 
   function plotlyLocale() {
@@ -55,16 +57,19 @@
     return wrapTitle(text, width - padding, size + "px " + family);
   }
 
-  function chineseDateHovers(element, locale) {
-    if (locale !== "zh-CN" || !element._fullLayout) { return; }
-    var update = {};
-    Object.keys(element._fullLayout).forEach(function (key) {
-      var axis = element._fullLayout[key];
-      if (/^[xy]axis\d*$/.test(key) && axis && axis.type === "date" && !axis.hoverformat) {
-        update[key + ".hoverformat"] = ZH_DATE_HOVER;
-      }
+  // Hovers on date axes, Chinese style; set before drawing, on every axis that carries dates.
+  function chineseDateHovers(figure) {
+    var layout = figure.layout;
+    (figure.data || []).forEach(function (trace) {
+      ["x", "y"].forEach(function (letter) {
+        var values = trace[letter];
+        var first = values && values.length ? values.find(function (v) { return v !== null; }) : null;
+        if (typeof first !== "string" || !ISO_DATE.test(first)) { return; }
+        var key = letter + "axis" + (trace[letter + "axis"] || letter).slice(1);
+        layout[key] = layout[key] || {};
+        if (!layout[key].hoverformat) { layout[key].hoverformat = ZH_DATE_HOVER; }
+      });
     });
-    if (Object.keys(update).length) { Plotly.relayout(element, update); }
   }
 
   function drawCharts(root) {
@@ -73,21 +78,38 @@
       var source = document.getElementById(element.dataset.plotly);
       if (!source || element.dataset.drawn) { return; }
       var figure = JSON.parse(source.textContent);
-      var layout = figure.layout || {};
+      var layout = figure.layout = figure.layout || {};
       if (layout.title && layout.title.text) {
         element.dataset.titleText = layout.title.text;
         layout.title.text = fittedTitle(element, layout) || layout.title.text;
       }
       var config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
-      if (locale) {
+      if (locale === "zh-CN") {
         config.locale = locale;
         config.locales = { "zh-CN": ZH_CN };
+        chineseDateHovers(figure);
       }
-      Plotly.newPlot(element, figure.data, layout, config).then(function () {
-        chineseDateHovers(element, locale);
-      });
       element.dataset.drawn = "1";
+      try {
+        Plotly.newPlot(element, figure.data, layout, config).then(function () { keepPlotReadable(element); });
+      } catch (error) {
+        // One chart that cannot be drawn must not keep the others from being drawn.
+        window.console.error("chart " + element.id + ": " + error);
+      }
     });
+  }
+
+  // On a narrow screen the title, legend and tick labels can take most of a chart's height:
+  // make the chart taller until the plot itself keeps MIN_PLOT_PX.
+  // (A taller chart lets its legend grow too, so this may take a few steps.)
+  function keepPlotReadable(element, attempt) {
+    var size = element._fullLayout && element._fullLayout._size;
+    attempt = attempt || 0;
+    if (size && size.h < MIN_PLOT_PX - 1 && attempt < 4) {
+      Plotly.relayout(element, { height: element._fullLayout.height + MIN_PLOT_PX - size.h }).then(function () {
+        keepPlotReadable(element, attempt + 1);
+      });
+    }
   }
 
   function refitTitles() {
@@ -95,7 +117,7 @@
       if (!element._fullLayout || !element.dataset.titleText) { return; }
       var text = fittedTitle(element, element.layout);
       if (text && text !== element.layout.title.text) {
-        Plotly.relayout(element, { "title.text": text });
+        Plotly.relayout(element, { "title.text": text }).then(function () { keepPlotReadable(element); });
       }
     });
   }
