@@ -17,10 +17,13 @@ def _visible_departments(request) -> QuerySet[Department]:
 
 
 def _yes_no_filter(label, **kwargs) -> django_filters.TypedChoiceFilter:
-    """``true``/``false`` only: anything else is a 400, not silently "no filter"."""
+    """``true``/``false``, or empty for either; anything else is a 400, not silently "no filter".
+
+    The empty choice comes first, so a form submitted untouched does not filter on this.
+    """
     return django_filters.TypedChoiceFilter(
         label=label,
-        choices=[("true", _("Yes")), ("false", _("No"))],
+        choices=[("", _("Any")), ("true", _("Yes")), ("false", _("No"))],
         coerce=lambda value: value == "true",
         **kwargs,
     )
@@ -51,7 +54,7 @@ class NodeFilter(django_filters.FilterSet):
         queryset=_visible_departments,
         to_field_name="code",
     )
-    shared_pool = _yes_no_filter(_("Shared pool"), field_name="owner_department", lookup_expr="isnull")
+    shared_pool = _yes_no_filter(_("Unowned"), field_name="owner_department", lookup_expr="isnull")
     gpu_model = django_filters.CharFilter(label=_("GPU model"), lookup_expr="iexact")
     fault_domain = django_filters.CharFilter(label=_("Fault domain"))
     rdma_capable = _yes_no_filter(_("RDMA capable"))

@@ -187,7 +187,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "efficiency.api.pagination.PortalPagination",
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "efficiency.api.params.StrictOrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [

@@ -1,5 +1,6 @@
 """The zh-Hans catalog is complete, compiled, and covers every marked string in the code."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -62,3 +63,58 @@ def test_no_marked_string_is_missing_from_the_catalog(tmp_path):
     extracted = {e.msgid for e in polib.pofile(str(copy / "locale/zh_Hans/LC_MESSAGES/django.po"))}
     committed = {e.msgid for e in polib.pofile(str(PO))}
     assert extracted - committed == set(), "run `make messages` and translate the new strings"
+
+
+CJK = "\u2e80-\u9fff\uf900-\ufaff"
+# An ASCII comma, colon, semicolon or parenthesis touching a Chinese character (spaces between
+# count too): Chinese text takes ，：；（）.
+ASCII_PUNCTUATION_IN_CHINESE = re.compile(rf"[{CJK}]\s*[,:;()]|[,:;()]\s*[{CJK}]")
+
+
+def _translations(entry) -> list[str]:
+    return [entry.msgstr] if not entry.msgid_plural else list(entry.msgstr_plural.values())
+
+
+def test_chinese_sentences_use_full_width_commas_colons_semicolons_and_parentheses():
+    found = [
+        (entry.msgid, text)
+        for entry in polib.pofile(str(PO))
+        for text in _translations(entry)
+        # "yes,no" is the argument of Django's yesno filter: a list, whose commas it splits on.
+        if ASCII_PUNCTUATION_IN_CHINESE.search(text) and entry.msgid != "yes,no"
+    ]
+    assert not found, "use ，：；（） in Chinese text: " + repr(found[:10])
+
+
+# English words that have a proper Chinese word; product and protocol names (GPU, NCCL, Slurm,
+# MTTR, …) and API literals (true, null) stay as they are.
+ENGLISH_WITH_A_CHINESE_WORD = re.compile(r"\b(pp|[Ww]orkers?|Socket)\b")
+
+
+def test_no_english_word_is_left_where_chinese_has_one():
+    found = [
+        (entry.msgid, text)
+        for entry in polib.pofile(str(PO))
+        for text in _translations(entry)
+        if ENGLISH_WITH_A_CHINESE_WORD.search(text)
+    ]
+    assert not found, found[:10]
+
+
+def test_percentage_points_read_as_chinese():
+    from efficiency.templatetags.portal import signed_points
+
+    with translation.override("zh-hans"):
+        assert signed_points(4.5) == "+4.5 个百分点"
+        assert signed_points(-0.25) == "-0.2 个百分点"
+    with translation.override("en"):
+        assert signed_points(4.5) == "+4.5 pp"
+
+
+def test_durations_of_days_read_as_chinese():
+    from efficiency.templatetags.portal import duration
+
+    with translation.override("zh-hans"):
+        assert duration(9 * 86400 + 3723) == "9天 01:02:03"
+    with translation.override("en"):
+        assert duration(9 * 86400 + 3723) == "9d 01:02:03"

@@ -22,9 +22,10 @@ from rest_framework.views import APIView
 
 from efficiency.analysis.usage import UsageTotals
 from efficiency.api import serializers
+from efficiency.api.params import KnownQueryParams
 from efficiency.choices import Role, SourceKind
 from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
-from efficiency.forms import TimeRange, time_range_from_request
+from efficiency.forms import RangeForm, TimeRange, time_range_from_request
 from efficiency.models import DataSource, Department, FaultSignal, Quota, QuotaCycle, QuotaObjection
 from efficiency.scoping import scope_queryset, sees_all_departments, user_role
 from efficiency.selectors import faults as fault_selectors
@@ -40,7 +41,7 @@ from efficiency.views.faults import VIEWERS as FAULT_VIEWERS
 from efficiency.views.quotas import EXPORTERS, PLANNERS, VIEWERS
 
 
-class DepartmentViewSet(viewsets.ReadOnlyModelViewSet):
+class DepartmentViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     serializer_class = serializers.DepartmentSerializer
     filterset_class = DepartmentFilter
     lookup_field = "code"
@@ -51,7 +52,7 @@ class DepartmentViewSet(viewsets.ReadOnlyModelViewSet):
         return department_list(user=self.request.user)
 
 
-class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+class NodeViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     filterset_class = NodeFilter
     ordering_fields = ["hostname", "gpu_count", "state"]
     ordering = ["hostname"]
@@ -66,7 +67,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         return serializers.NodeSerializer
 
 
-class JobViewSet(viewsets.ReadOnlyModelViewSet):
+class JobViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     filterset_class = JobFilter
     ordering_fields = ["submitted_at", "started_at", "ended_at", "gpu_count"]
     ordering = ["-submitted_at"]
@@ -90,7 +91,7 @@ class CanPushLogs(BasePermission):
         )
 
 
-class LogPushView(APIView):
+class LogPushView(KnownQueryParams, APIView):
     """``POST`` NDJSON log lines (one JSON object a line) into a *Log push* source.
 
     Each line: ``{"stream": "...", "offset": 123, "line": "...", "job": "...", "rank": 0}``.
@@ -135,12 +136,14 @@ def _usage_payload(totals: UsageTotals) -> dict:
     }
 
 
-class UsageSummaryView(APIView):
+class UsageSummaryView(KnownQueryParams, APIView):
     """Utilization and allocation over a range (``?range=7d`` or ``?range=custom&start=&end=``):
     the total over what the caller may see, per department, and the series per hour or day.
 
     Ratios are 0-1; ``utilization`` is null where nothing was sampled (unknown, not zero).
     """
+
+    query_params = (RangeForm,)
 
     @extend_schema(responses=dict)
     def get(self, request):
@@ -168,8 +171,10 @@ class UsageSummaryView(APIView):
         )
 
 
-class IdleAllocationView(APIView):
+class IdleAllocationView(KnownQueryParams, APIView):
     """Jobs that held GPUs below 1% busy for ``min_hours`` (default 2) hours in a row."""
+
+    query_params = (RangeForm, "min_hours")
 
     @extend_schema(responses=dict)
     def get(self, request):
@@ -257,7 +262,7 @@ def _body(serializer_class, request, **kwargs) -> dict:
 QUOTA_REFUSED = OpenApiResponse(description=_("Invalid input, or the planning service refused the action."))
 
 
-class QuotaCycleViewSet(viewsets.ReadOnlyModelViewSet):
+class QuotaCycleViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     """Quota cycles of a cluster: their quotas, objections and history, and the planning actions.
 
     Department heads see every cycle but only their departments' quotas, objections and
@@ -275,6 +280,10 @@ class QuotaCycleViewSet(viewsets.ReadOnlyModelViewSet):
         "propose": PLANNERS,
     }
     filter_backends: list = []  # ``cluster`` and ``status`` go to the selector
+    action_query_params = {
+        "list": (serializers.QuotaCycleQuerySerializer,),
+        "export": (serializers.QuotaExportQuerySerializer,),
+    }
     lookup_value_regex = r"\d+"
 
     def get_queryset(self):
@@ -423,7 +432,7 @@ class QuotaCycleViewSet(viewsets.ReadOnlyModelViewSet):
         return self._detail(cycle.pk, status_code=status.HTTP_201_CREATED)
 
 
-class QuotaViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class QuotaViewSet(KnownQueryParams, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """One department's guarantee of one GPU model in a cycle; committee members set the
     numbers of a proposal with ``PATCH`` (each change recorded in the cycle's history)."""
 
@@ -467,7 +476,7 @@ class QuotaViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         return Response(serializers.QuotaSerializer(quota).data)
 
 
-class QuotaObjectionViewSet(viewsets.GenericViewSet):
+class QuotaObjectionViewSet(KnownQueryParams, viewsets.GenericViewSet):
     """Objections of department heads; the committee answers them."""
 
     serializer_class = serializers.QuotaObjectionSerializer
@@ -499,7 +508,7 @@ class QuotaObjectionViewSet(viewsets.GenericViewSet):
         return Response(serializers.QuotaObjectionSerializer(objection).data)
 
 
-class CapacityAlertViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class CapacityAlertViewSet(KnownQueryParams, mixins.ListModelMixin, viewsets.GenericViewSet):
     """Capacity alerts, newest first: open ones by default, ``?open=false`` for resolved ones too.
 
     Committee members and platform admins see them; department heads get an empty list (the
@@ -510,6 +519,7 @@ class CapacityAlertViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     permission_classes = [IsAuthenticated, HasPortalRole]
     roles = VIEWERS
     filter_backends: list = []  # ``open`` goes to the selector
+    action_query_params = {"list": (serializers.CapacityAlertQuerySerializer,)}
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
@@ -522,7 +532,7 @@ class CapacityAlertViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return super().list(request, *args, **kwargs)
 
 
-class QuotaOverviewView(APIView):
+class QuotaOverviewView(KnownQueryParams, APIView):
     """The quotas in force (``?cluster=slug``, else the first cluster with nodes): guaranteed vs
     used vs borrowed per department so far this cycle, in mean GPUs over the cycle's hours.
 
@@ -531,6 +541,7 @@ class QuotaOverviewView(APIView):
 
     permission_classes = [IsAuthenticated, HasPortalRole]
     roles = VIEWERS
+    query_params = (serializers.ClusterQuerySerializer,)
 
     @extend_schema(
         parameters=[serializers.ClusterQuerySerializer], responses=serializers.QuotaOverviewSerializer
@@ -553,7 +564,7 @@ class IncidentActionConflict(APIException):
     default_code = "incident_action_refused"
 
 
-class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
+class IncidentViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     """Incidents (scoped: a head sees their departments' jobs' and those on their departments'
     nodes); admins isolate the node, restart the job, return the node to service, close.
 
@@ -565,6 +576,7 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
     roles = FAULT_VIEWERS
     action_roles = dict.fromkeys(["isolate", "restart", "return_to_service", "close"], FAULT_OPERATORS)
     permission_classes = [IsAuthenticated, HasPortalRole]
+    query_params = ("status", "category", "job")
     ordering_fields = ["occurred_at", "gpu_hours_lost"]
     ordering = ["-occurred_at"]
 
@@ -636,12 +648,13 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         )
 
 
-class FaultSignalViewSet(viewsets.ReadOnlyModelViewSet):
+class FaultSignalViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     """Fault evidence (scoped); ``?range=7d`` (default 24 h), ``?category=``, ``?node=<hostname>``."""
 
     roles = FAULT_VIEWERS
     permission_classes = [IsAuthenticated, HasPortalRole]
     serializer_class = serializers.FaultSignalSerializer
+    query_params = (RangeForm, "category", "node")
 
     def get_queryset(self):
         params = self.request.query_params

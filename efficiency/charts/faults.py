@@ -13,7 +13,7 @@ from datetime import date, datetime
 import plotly.graph_objects as go
 
 from efficiency.charts.quotas import GRID_COLOR, HORIZONTAL_LEGEND_MAX_ENTRIES
-from efficiency.charts.theme import apply_theme
+from efficiency.charts.theme import apply_theme, legend_aside
 from efficiency.charts.usage import (
     BUSY_COLOR,
     DEPARTMENT_CHROME_PX,
@@ -151,9 +151,7 @@ def fault_timeline_figure(
     figure = apply_theme(figure, title=title, height_px=_timeline_height_px(len(rows)))
     figure.update_xaxes(showgrid=True, gridcolor=GRID_COLOR)
     if len(figure.data) > HORIZONTAL_LEGEND_MAX_ENTRIES:
-        figure.update_layout(
-            legend={"orientation": "v", "yanchor": "top", "y": 1, "xanchor": "left", "x": 1.02}
-        )
+        legend_aside(figure)
     return figure
 
 

@@ -469,31 +469,10 @@ def _legend_px(entries: int) -> int:
 
 
 def _fit(figure: go.Figure, *, title: str, height_px: int, legend_entries: int) -> go.Figure:
-    """The theme, with the title wrapped to fit a phone and the legend below the plot.
-
-    ``legend_entries`` adds room for the legend's lines to ``height_px`` (0: already counted).
-    """
+    """The theme (title above the plot, wrapped to the chart's width in the browser; legend below
+    it), with room for the legend's lines added to ``height_px`` (0: already counted)."""
     height_px += _legend_px(legend_entries) if legend_entries else 0
-    text = wrap_title(title)
-    title_px = TITLE_LINE_PX * (text.count("<br>") + 1)
-    height_px += title_px - TITLE_LINE_PX
-    figure = apply_theme(figure, title=text, height_px=height_px)
-    figure.update_layout(
-        # The top margin holds every line of the title, centred in it; the legend sits at the
-        # bottom, so the two never meet.
-        title={"yref": "container", "y": 1 - (title_px / 2 + 12) / height_px, "yanchor": "middle"},
-        legend={
-            "orientation": "h",
-            "yref": "container",
-            "y": 0,
-            "yanchor": "bottom",
-            "xref": "container",
-            "xanchor": "left",
-            "x": 0,
-        },
-        margin={"t": title_px + 30, "b": 30},
-    )
-    return figure
+    return apply_theme(figure, title=title, height_px=height_px)
 
 
 def wrap_title(title: str, *, units: int = TITLE_LINE_UNITS) -> str:

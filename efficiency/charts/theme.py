@@ -1,22 +1,74 @@
-"""One look for every chart: large enough to read on a projector in a review meeting."""
+"""One look for every chart: large enough to read on a projector in a review meeting.
+
+The title sits at the top left above the plot and the legend at the bottom of the chart, each
+reserving its own margin, so neither overlaps the plot, its tick labels or the other at any
+width. A title wider than its chart is wrapped onto more lines by
+static/efficiency/js/charts.js, which knows the width the chart is drawn at, and which makes a
+chart taller when its title, legend and tick labels leave the plot too little room (a phone).
+"""
 
 import plotly.graph_objects as go
 
 FONT_FAMILY = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans CJK SC', 'Noto Sans', sans-serif"
+FONT_SIZE_PX = 15
+TITLE_FONT_SIZE_PX = 18
 COLORWAY = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+GRID_COLOR = "#e5e7eb"
+LEGEND_MAX_HEIGHT_SHARE = 0.3
 
 
 def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Figure:
     figure.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left"},
-        font={"family": FONT_FAMILY, "size": 15},
+        title={
+            "text": title,
+            "font": {"size": TITLE_FONT_SIZE_PX},
+            "x": 0,
+            "xanchor": "left",
+            "xref": "container",
+            # Just above the plot, which moves down by the title's height, however many lines it
+            # has (in the container, plotly.js 3 draws extra lines above the chart's top edge).
+            "y": 1,
+            "yanchor": "bottom",
+            "yref": "paper",
+            "automargin": True,
+            "pad": {"t": 6, "b": 14, "l": 4},
+        },
+        font={"family": FONT_FAMILY, "size": FONT_SIZE_PX},
         colorway=COLORWAY,
         height=height_px,
-        margin={"l": 60, "r": 20, "t": 60, "b": 60},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
+        margin={"l": 60, "r": 20, "t": 10, "b": 10},
+        # At the bottom of the container: its rows (a long legend wraps) are reserved below the
+        # x axis, whose tick labels push their own margin.
+        legend={
+            "orientation": "h",
+            "xref": "paper",
+            "x": 0,
+            "xanchor": "left",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            # A long legend on a narrow screen scrolls rather than squeezing the plot away.
+            "maxheight": LEGEND_MAX_HEIGHT_SHARE,
+        },
         plot_bgcolor="white",
         paper_bgcolor="white",
     )
     figure.update_xaxes(showgrid=False, automargin=True)
-    figure.update_yaxes(gridcolor="#e5e7eb", automargin=True, rangemode="tozero")
+    figure.update_yaxes(gridcolor=GRID_COLOR, automargin=True, rangemode="tozero")
+    return figure
+
+
+def legend_aside(figure: go.Figure) -> go.Figure:
+    """Move the legend to a column right of the plot, for legends too long to wrap below it."""
+    figure.update_layout(
+        legend={
+            "orientation": "v",
+            "xref": "paper",
+            "x": 1.02,
+            "xanchor": "left",
+            "yref": "paper",
+            "y": 1,
+            "yanchor": "top",
+        }
+    )
     return figure

@@ -262,31 +262,33 @@ def heatmap_figure(
             raise ValueError(f"values_pct row {index} has {len(row)} values, but times has {len(times)}")
     # No per-cell hover text: a department of 200 nodes over a week is ~35k cells, and a text per
     # cell doubled the page and the time to build it. Missing cells stay grey (the plot
-    # background) and a note under the chart says what grey means.
+    # background), and a grey square in the legend says what grey means.
     figure = go.Figure(
-        go.Heatmap(
-            name=title,
-            x=list(times),
-            y=list(row_labels),
-            z=[list(row) for row in values_pct],
-            zmin=PERCENT_RANGE[0],
-            zmax=PERCENT_RANGE[1],
-            colorscale=HEATMAP_COLORSCALE,
-            colorbar={"title": {"text": colorbar_label}, "ticksuffix": "%"},
-            hoverongaps=False,
-            hovertemplate="%{y}<br>%{x}<br>%{z:.1f}%<extra></extra>",
-        )
+        [
+            go.Heatmap(
+                name=title,
+                x=list(times),
+                y=list(row_labels),
+                z=[list(row) for row in values_pct],
+                zmin=PERCENT_RANGE[0],
+                zmax=PERCENT_RANGE[1],
+                colorscale=HEATMAP_COLORSCALE,
+                colorbar={"title": {"text": colorbar_label}, "ticksuffix": "%"},
+                hoverongaps=False,
+                hovertemplate="%{y}<br>%{x}<br>%{z:.1f}%<extra></extra>",
+            ),
+            go.Scatter(
+                name=missing_label,
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"symbol": "square", "size": 14, "color": HEATMAP_MISSING_COLOR},
+                showlegend=True,
+                hoverinfo="skip",
+            ),
+        ]
     )
-    figure.add_annotation(
-        text=f"<span style='color:{HEATMAP_MISSING_COLOR}'>■</span> {missing_label}",
-        xref="paper",
-        yref="paper",
-        x=1,
-        y=-0.06,
-        showarrow=False,
-        xanchor="right",
-        yanchor="top",
-    )
+    figure.update_layout(showlegend=True)
     figure.update_yaxes(autorange="reversed", type="category")
     height_px = _clamp_height(HEATMAP_CHROME_PX + HEATMAP_ROW_PX * len(row_labels))
     figure = apply_theme(figure, title=title, height_px=height_px)
@@ -301,11 +303,13 @@ def job_timeseries_figure(
     units: Mapping[str, str],
     *,
     title: str,
+    axis_title: str = "{name} ({unit})",
 ) -> go.Figure:
     """A job's metrics over time: one row per series, stacked, all sharing the time axis.
 
-    ``units`` maps a series name to its unit for the hover ("%", "MiB", "W"); a series with unit
-    "%" gets a 0-100 axis. A series without a unit shows bare values.
+    ``units`` maps a series name to its unit ("%", "GiB", "W"), shown in its axis title
+    (``axis_title``, translated by the caller: "{name}（{unit}）" in Chinese) and in the hover;
+    a series with unit "%" gets a 0-100 axis. A series without a unit shows bare values.
     """
     _check_lengths("times", times, series)
     if not series:
@@ -333,7 +337,9 @@ def job_timeseries_figure(
             row=row,
             col=1,
         )
-        figure.update_yaxes(title_text=name, row=row, col=1)
+        figure.update_yaxes(
+            title_text=axis_title.format(name=name, unit=unit) if unit else name, row=row, col=1
+        )
         if is_percent:
             figure.update_yaxes(range=PERCENT_RANGE, ticksuffix="%", row=row, col=1)
     figure.update_layout(showlegend=False, hovermode="x unified")

@@ -113,7 +113,7 @@ class NodeQuerySet(models.QuerySet):
 
 
 class Node(models.Model):
-    """A GPU server. Without an owning department it belongs to the shared pool."""
+    """A GPU server. Without an owning department it is unowned (under quotas: the shared pool)."""
 
     cluster = models.ForeignKey(
         Cluster, verbose_name=_("cluster"), on_delete=models.CASCADE, related_name="nodes"
@@ -134,7 +134,7 @@ class Node(models.Model):
         null=True,
         blank=True,
         related_name="owned_nodes",
-        help_text=_("Empty: the node is in the shared pool."),
+        help_text=_("Empty: no department owns the node (unowned)."),
     )
     in_service_from = models.DateTimeField(
         _("in service from"), null=True, blank=True, help_text=_("Empty: since before any data.")

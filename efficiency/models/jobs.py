@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.choices import Framework, JobSource, JobState
@@ -81,10 +82,23 @@ class Job(models.Model):
         return f"{self.external_id} {self.name}".strip()
 
     @property
+    def is_waiting(self) -> bool:
+        """Submitted, not started, not over: its wait is still growing."""
+        return self.started_at is None and self.ended_at is None and self.state not in JobState.finished()
+
+    @property
     def wait_s(self) -> float | None:
-        if self.started_at is None:
+        """Seconds from submission to start. A job still waiting has waited until now; one that
+        ended without starting (cancelled while pending) waited until it ended."""
+        if self.started_at is not None:
+            until = self.started_at
+        elif self.ended_at is not None:
+            until = self.ended_at
+        elif self.is_waiting:
+            until = timezone.now()
+        else:
             return None
-        return (self.started_at - self.submitted_at).total_seconds()
+        return max(0.0, (until - self.submitted_at).total_seconds())
 
     @property
     def duration_s(self) -> float | None:

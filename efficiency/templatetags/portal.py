@@ -2,6 +2,7 @@ import json
 
 from django import template
 from django.utils.html import format_html, json_script
+from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
 
@@ -23,6 +24,21 @@ def plotly_chart(figure: Figure, element_id: str) -> str:
     )
 
 
+@register.simple_tag(takes_context=True)
+def export_url(context, export: str = "csv") -> str:
+    """The link of a "Download CSV": this page's query string without ``page``, plus ``export``.
+
+    Every filter and the range stay, so the download holds exactly the rows the page shows (all
+    of them, not one page). Relative (``?…``): it resolves against the page the browser shows,
+    also when it is rendered in an htmx partial that was fetched with the page's query string.
+    """
+    query = context["request"].GET.copy()
+    for name in ("page", "export"):
+        query.pop(name, None)
+    query["export"] = export
+    return "?" + query.urlencode()
+
+
 @register.filter
 def pretty_json(value: object) -> str:
     """Indented JSON for config snapshots (autoescaped by the template like any string)."""
@@ -39,7 +55,8 @@ def duration(seconds: float | None) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}d {clock}" if days else clock
+    # Translators: a duration of whole days and a clock time, e.g. "9d 01:02:03".
+    return _("%(days)sd %(clock)s") % {"days": days, "clock": clock} if days else clock
 
 
 @register.filter
@@ -52,10 +69,11 @@ def pct(ratio: float | None) -> str:
 
 @register.filter
 def signed_points(points: float | None) -> str:
-    """A change in percentage points, signed: "+4.5 pp"."""
+    """A change in percentage points, signed: "+4.5 pp" ("+4.5 个百分点")."""
     if points is None:
         return "—"
-    return f"{points:+.1f} pp"
+    # Translators: a signed change in percentage points, e.g. "+4.5 pp".
+    return _("%(points)s pp") % {"points": f"{points:+.1f}"}
 
 
 @register.filter

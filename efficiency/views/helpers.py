@@ -1,7 +1,8 @@
 """Small helpers shared by the HTML views."""
 
 import csv
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
@@ -10,8 +11,12 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+from django.utils.functional import Promise
+from django.utils.translation import gettext as _
 
 from efficiency.choices import Role
+from efficiency.forms import TimeRange
 from efficiency.scoping import user_role
 
 PAGE_SIZE = 50
@@ -44,9 +49,9 @@ def render_filtered_list(
     rows = filterset.qs if valid else queryset.none()
     if valid and csv_columns and request.GET.get("export") == "csv":
         return csv_response(
-            f"{csv_name}.csv",
-            [str(header) for header, _ in csv_columns],
-            [[accessor(row) for _, accessor in csv_columns] for row in rows.iterator(chunk_size=2000)],
+            csv_filename(csv_name),
+            [header for header, _accessor in csv_columns],
+            ([accessor(row) for _header, accessor in csv_columns] for row in rows.iterator(chunk_size=2000)),
         )
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
@@ -72,19 +77,51 @@ def role_required(*roles: Role):
     return decorator
 
 
-def csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
-    """A CSV download (UTF-8 with BOM so that spreadsheet programs read Chinese names right)."""
+def csv_filename(stem: str, *parts: "str | datetime | TimeRange") -> str:
+    """``<stem>-<part>-….csv``; a time is its day and a range its first and last day, as the page
+    shows them: in the display time zone (a range's end is exclusive, so its last day is the
+    day of the moment before it)."""
+    words = [stem]
+    for part in parts:
+        if isinstance(part, TimeRange):
+            words += [_local_day(part.start), _local_day(part.end - timedelta(microseconds=1))]
+        elif isinstance(part, datetime):
+            words.append(_local_day(part))
+        else:
+            words.append(str(part))
+    return "-".join(words) + ".csv"
+
+
+def _local_day(moment: datetime) -> str:
+    return f"{timezone.localtime(moment):%Y%m%d}"
+
+
+def csv_response(filename: str, header: list[str], rows: Iterable[list]) -> HttpResponse:
+    """A CSV download (UTF-8 with BOM so that spreadsheet programs read Chinese names right).
+
+    CSVs are for people, in the reader's language and time zone like the page: times in the
+    display time zone, yes/no translated (pass choice fields' labels, not their codes). Scripts
+    read the API, whose values are stable codes and UTC times.
+    """
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response.write("\ufeff")
     writer = csv.writer(response)
-    writer.writerow(header)
+    writer.writerow([str(title) for title in header])
     for row in rows:
-        writer.writerow(["" if value is None else _csv_safe(value) for value in row])
+        writer.writerow([_csv_cell(value) for value in row])
     return response
 
 
-def _csv_safe(value):
+def _csv_cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(_("Yes") if value else _("No"))
+    if isinstance(value, datetime):
+        return timezone.localtime(value).isoformat()
+    if isinstance(value, Promise):
+        value = str(value)
     # A cell starting with = + - @ is run as a formula by spreadsheet programs (CSV injection).
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
         return "'" + value

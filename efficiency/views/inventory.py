@@ -67,8 +67,8 @@ NODE_CSV_COLUMNS = [
     (_("GPUs"), lambda node: node.gpu_count),
     (_("RDMA capable"), lambda node: node.rdma_capable),
     (_("Fault domain"), lambda node: node.fault_domain),
-    (_("State"), lambda node: node.state),
-    (_("Owner"), lambda node: node.owner_department.code if node.owner_department else ""),
+    (_("State"), lambda node: node.get_state_display()),
+    (_("Owner"), lambda node: node.owner_department.code if node.owner_department else _("Shared pool")),
 ]
 
 

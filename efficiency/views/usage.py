@@ -5,13 +5,13 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from efficiency.analysis.usage import change_points, percent
+from efficiency.analysis.usage import UsageTotals, change_points, percent
 from efficiency.charts import usage as charts
 from efficiency.choices import NodeClass, Role
 from efficiency.forms import TimeRange, time_range_from_request
 from efficiency.selectors import usage
 from efficiency.selectors.quotas import capacity_alert_list
-from efficiency.views.helpers import csv_response, role_required
+from efficiency.views.helpers import csv_filename, csv_response, role_required
 
 
 def class_labels() -> dict[str, str]:
@@ -29,6 +29,16 @@ def range_or_400(request: HttpRequest, template: str):
 def local_times(times) -> list:
     """Times in the display zone: plotly.js draws the clock time as written, ignoring offsets."""
     return [timezone.localtime(t) for t in times]
+
+
+def usage_cards_context(totals: UsageTotals, previous: UsageTotals) -> dict:
+    """What the usage cards show (partials/usage_cards.html): the totals of the range and the
+    change of utilization and allocation rate against the period of the same length before."""
+    return {
+        "totals": totals,
+        "utilization_change": change_points(totals.utilization, previous.utilization),
+        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+    }
 
 
 def trend_figure(points: list[usage.UsagePoint]):
@@ -75,9 +85,7 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
     context = {
         "range_form": form,
         "time_range": time_range,
-        "totals": totals,
-        "utilization_change": change_points(totals.utilization, previous.utilization),
-        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+        **usage_cards_context(totals, previous),
         "departments": departments,
         "department_figure": charts.department_utilization_figure(
             [d.department.name for d in ranked],
@@ -101,7 +109,7 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
 
 def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: TimeRange) -> HttpResponse:
     return csv_response(
-        f"department-usage-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        csv_filename("department-usage", time_range),
         [
             _("Department"),
             _("Code"),
@@ -137,9 +145,7 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
     hours = time_range.bucket_seconds / 3600
     times = local_times(p.time for p in points)
     return {
-        "totals": totals,
-        "utilization_change": change_points(totals.utilization, previous.utilization),
-        "allocation_change": change_points(totals.allocation_rate, previous.allocation_rate),
+        **usage_cards_context(totals, previous),
         "gpu_hours_figure": charts.gpu_hours_figure(
             times,
             [round(p.totals.available_gpu_hours, 1) for p in points],
@@ -157,7 +163,7 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
 
 def jobs_usage_csv(jobs: list[usage.JobUsage], time_range: TimeRange, code: str) -> HttpResponse:
     return csv_response(
-        f"jobs-{code}-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        csv_filename("jobs", code, time_range),
         [
             _("Job"),
             _("Name"),
@@ -186,7 +192,7 @@ def jobs_usage_csv(jobs: list[usage.JobUsage], time_range: TimeRange, code: str)
 
 def idle_allocations_csv(idle: list[usage.IdleAllocation], time_range: TimeRange, code: str) -> HttpResponse:
     return csv_response(
-        f"idle-allocations-{code}-{time_range.start:%Y%m%d}-{time_range.end:%Y%m%d}.csv",
+        csv_filename("idle-allocations", code, time_range),
         [
             _("Job"),
             _("Name"),
@@ -201,8 +207,8 @@ def idle_allocations_csv(idle: list[usage.IdleAllocation], time_range: TimeRange
                 i.job.external_id,
                 i.job.name,
                 i.job.user_name,
-                timezone.localtime(i.start).isoformat(),
-                timezone.localtime(i.end).isoformat(),
+                i.start,
+                i.end,
                 i.idle_hours,
                 round(i.wasted_gpu_hours, 2),
             ]
@@ -216,7 +222,10 @@ def node_usage_context(node, time_range: TimeRange) -> dict:
     points = usage.node_usage_series(node=node, time_range=time_range)
     inventory = {gpu.index: gpu for gpu in node.gpus.all()}
     return {
-        "totals": usage.node_usage(node=node, time_range=time_range),
+        **usage_cards_context(
+            usage.node_usage(node=node, time_range=time_range),
+            usage.node_usage(node=node, time_range=time_range.previous()),
+        ),
         "trend_figure": trend_figure(points),
         # One row per GPU the node has, whether or not the inventory lists its UUID yet.
         "gpu_rows": [
@@ -236,11 +245,13 @@ def job_usage_context(job) -> dict:
             {
                 activity: series.activity_pct,
                 sm_active: series.sm_active_pct,
-                memory: series.fb_used_mib,
+                memory: [None if mib is None else round(mib / 1024, 1) for mib in series.fb_used_mib],
                 power: series.power_w,
             },
-            {activity: "%", sm_active: "%", memory: "MiB", power: "W"},
+            {activity: "%", sm_active: "%", memory: "GiB", power: "W"},
             title=_("The job's GPUs over its run (mean over its nodes' GPUs)"),
+            # Translators: a chart axis title, e.g. "Power (W)"; keep {name} and {unit}.
+            axis_title=_("{name} ({unit})"),
         ),
     }
 

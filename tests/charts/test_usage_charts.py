@@ -241,17 +241,19 @@ def heatmap(rows, times, values) -> go.Figure:
 def test_heatmap_keeps_the_first_node_on_top_and_marks_missing_cells():
     figure = heatmap(["gpu-001", "gpu-002"], TIMES, [[0.5, None, 99.0], [50.0, 60.0, 70.0]])
 
-    (cells,) = figure.data
+    cells, missing_key = figure.data
     assert list(cells.y) == ["gpu-001", "gpu-002"]
     assert figure.layout.yaxis.autorange == "reversed"
     assert list(cells.x) == TIMES
     assert [list(row) for row in cells.z] == [[0.5, None, 99.0], [50.0, 60.0, 70.0]]
     assert (cells.zmin, cells.zmax) == (0, 100)
-    # The missing cell is a gap showing the grey background, and a note says what grey means.
+    # The missing cell is a gap showing the grey background; a grey legend key says what it means.
     assert cells.hoverongaps is False
     assert "%{z:.1f}%" in cells.hovertemplate
     assert figure.layout.plot_bgcolor == HEATMAP_MISSING_COLOR
-    assert "No data" in figure.layout.annotations[0].text
+    assert missing_key.name == "No data"
+    assert missing_key.marker.color == HEATMAP_MISSING_COLOR
+    assert missing_key.showlegend is True
     assert serialises(figure)
 
 
@@ -264,8 +266,7 @@ def test_heatmap_grows_with_rows_within_bounds():
 
 def test_heatmap_without_rows_or_times_is_an_empty_heatmap():
     for figure in (heatmap([], [], []), heatmap(["gpu-001"], [], [[]])):
-        assert len(figure.data) == 1
-        assert figure.data[0].type == "heatmap"
+        assert [trace.type for trace in figure.data] == ["heatmap", "scatter"]
         assert serialises(figure)
 
 
@@ -278,11 +279,11 @@ def test_heatmap_rejects_rows_or_cells_of_another_length():
 
 def test_job_timeseries_stacks_one_row_per_metric_on_a_shared_time_axis():
     series = {
-        "Activity (%)": [90.0, None, 95.0],
-        "Memory (MiB)": [70000.0, 71000.0, 71500.0],
-        "Power (W)": [600.0, 610.0, 590.0],
+        "Activity": [90.0, None, 95.0],
+        "Memory": [70.0, 71.0, 71.5],
+        "Power": [600.0, 610.0, 590.0],
     }
-    units = {"Activity (%)": "%", "Memory (MiB)": "MiB", "Power (W)": "W"}
+    units = {"Activity": "%", "Memory": "GiB", "Power": "W"}
 
     figure = job_timeseries_figure(TIMES, series, units, title="Job 42")
 
@@ -293,13 +294,24 @@ def test_job_timeseries_stacks_one_row_per_metric_on_a_shared_time_axis():
     # make_subplots ties the upper x axes to the bottom one.
     assert figure.layout.xaxis.matches == "x3"
     assert figure.layout.xaxis2.matches == "x3"
-    assert [figure.layout[f"yaxis{n}"].title.text for n in ("", "2", "3")] == list(series)
     assert tuple(figure.layout.yaxis.range) == (0, 100)
     assert figure.layout.yaxis2.range is None
-    assert "MiB" in figure.data[1].hovertemplate
+    assert "GiB" in figure.data[1].hovertemplate
     assert "W" in figure.data[2].hovertemplate
     assert figure.layout.showlegend is False
     assert serialises(figure)
+
+
+def test_every_job_metric_axis_names_its_unit():
+    series = {"Activity": [90.0], "Memory": [70.0], "Power": [600.0], "Count": [3.0]}
+    units = {"Activity": "%", "Memory": "GiB", "Power": "W"}
+
+    figure = job_timeseries_figure(TIMES[:1], series, units, title="Job 42", axis_title="{name}（{unit}）")
+
+    titles = [figure.layout[f"yaxis{n}"].title.text for n in ("", "2", "3", "4")]
+    assert titles == ["Activity（%）", "Memory（GiB）", "Power（W）", "Count"]
+    default = job_timeseries_figure(TIMES[:1], series, units, title="Job 42")
+    assert default.layout.yaxis2.title.text == "Memory (GiB)"
 
 
 def test_job_timeseries_without_series_or_times_does_not_raise():

@@ -73,9 +73,11 @@ def test_api_bad_page_is_404_with_a_message(client, org, path):
     assert response.json() == {"detail": "Invalid page."}
 
 
-def test_api_unknown_ordering_field_is_ignored_not_an_error(client, org):
+def test_api_unknown_ordering_field_is_a_400_naming_the_parameter(client, org):
     client.force_login(org.committee)
-    assert client.get("/api/v1/jobs/?ordering=password").status_code == 200
+    response = client.get("/api/v1/jobs/?ordering=password")
+    assert response.status_code == 400
+    assert "ordering" in response.json()
 
 
 @pytest.mark.parametrize(

@@ -133,3 +133,20 @@ def test_job_and_node_lists_download_the_filtered_rows_as_csv(client, org):
     client.force_login(org.committee)
     running = client.get("/jobs/?state=running&export=csv").content.decode("utf-8-sig")
     assert running.count("\n") == 3  # header and both running jobs
+
+
+def test_job_chart_axes_carry_their_units(client, sampled):
+    import json
+
+    from efficiency.models import GpuSample
+
+    GpuSample.objects.filter(node=sampled.node_a).update(fb_used_mib=40960.0, power_w=500.0)
+    client.force_login(sampled.head_a)
+    body = client.get(f"/jobs/{sampled.job_a.pk}/").content.decode()
+    start = body.index('id="job-chart-data"')
+    figure = json.loads(body[body.index(">", start) + 1 : body.index("</script>", start)])
+    titles = [figure["layout"][f"yaxis{n}"]["title"]["text"] for n in ("", "2", "3", "4")]
+    assert titles == ["Activity (%)", "SM active (%)", "Memory used (GiB)", "Power (W)"]
+    memory = [value for value in figure["data"][2]["y"] if value is not None]
+    assert memory
+    assert set(memory) == {40.0}
