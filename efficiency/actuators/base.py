@@ -7,6 +7,7 @@ refused value all come back as ``ActionResult(ok=False, ...)`` with the reason, 
 it on the incident. Only an invalid *configuration* raises (``ValueError``), when the actuator is built.
 """
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -143,3 +144,15 @@ def truncate(text: str, limit: int = DETAIL_MAX_CHARS) -> str:
 def one_line(text: str) -> str:
     """``text`` with line breaks and runs of whitespace folded into single spaces."""
     return " ".join(text.split())
+
+
+def action_failed(summary: str, started: float, code: str, params: Mapping[str, Any]) -> ActionResult:
+    """A failed action's result; ``started`` is the ``time.monotonic()`` the attempt began at."""
+    return ActionResult(
+        ok=False,
+        dry_run=False,
+        summary=summary,
+        code=code,
+        params=params,
+        duration_s=time.monotonic() - started,
+    )

@@ -33,6 +33,7 @@ from efficiency.actuators.base import (
     DETAIL_MAX_CHARS,
     ActionRequest,
     ActionResult,
+    action_failed,
     check_config_keys,
     check_str_mapping,
     check_timeout,
@@ -198,14 +199,16 @@ class CommandActuator:
                 start_new_session=True,
             )
         except FileNotFoundError:
-            return _failed(f"Cannot run {shown}: {argv[0]} not found.", started, "command_not_found", facts)
+            return action_failed(
+                f"Cannot run {shown}: {argv[0]} not found.", started, "command_not_found", facts
+            )
         except PermissionError:
-            return _failed(
+            return action_failed(
                 f"Cannot run {shown}: {argv[0]} is not executable.", started, "command_not_executable", facts
             )
         except OSError as exc:
             error = exc.strerror or type(exc).__name__
-            return _failed(
+            return action_failed(
                 f"Cannot run {shown}: {error}.", started, "command_os_error", {**facts, "error": error}
             )
 
@@ -338,14 +341,3 @@ def _output(stdout: bytes, stderr: bytes) -> str:
         return err
     err_section = truncate("--- stderr ---\n" + err, DETAIL_MAX_CHARS // 2)
     return truncate(out, DETAIL_MAX_CHARS - len(err_section) - 1) + "\n" + err_section
-
-
-def _failed(summary: str, started: float, code: str, params: Mapping[str, Any]) -> ActionResult:
-    return ActionResult(
-        ok=False,
-        dry_run=False,
-        summary=summary,
-        code=code,
-        params=params,
-        duration_s=time.monotonic() - started,
-    )

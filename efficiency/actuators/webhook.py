@@ -27,6 +27,7 @@ from efficiency.actuators.base import (
     DETAIL_MAX_CHARS,
     ActionRequest,
     ActionResult,
+    action_failed,
     check_config_keys,
     check_str_mapping,
     check_timeout,
@@ -178,7 +179,7 @@ class WebhookActuator:
             else:
                 reason = f"Cannot send the request to {target} ({error})"
                 code, facts = "webhook_send_failed", {**facts, "error": error}
-            return _failed(f"{reason} ({what}).", started, code, facts)
+            return action_failed(f"{reason} ({what}).", started, code, facts)
         finally:
             if self.session is None:
                 http.close()
@@ -213,17 +214,6 @@ def _read_reply(response: requests.Response) -> str:
         if size >= _MAX_RESPONSE_BYTES:
             break
     return b"".join(chunks)[:_MAX_RESPONSE_BYTES].decode(response.encoding or "utf-8", errors="replace")
-
-
-def _failed(summary: str, started: float, code: str, params: Mapping[str, Any]) -> ActionResult:
-    return ActionResult(
-        ok=False,
-        dry_run=False,
-        summary=summary,
-        code=code,
-        params=params,
-        duration_s=time.monotonic() - started,
-    )
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
