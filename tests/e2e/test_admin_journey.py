@@ -24,8 +24,9 @@ def test_platform_admin_opens_the_admin_and_saves_a_data_source(page, demo, scre
     page.get_by_role("link", name="Data sources").first.click()
     page.get_by_role("link", name="slurm", exact=True).click()
     page.locator("input[name=interval_s]").fill("90")
-    page.locator("input[name=_save]").click()
-    assert page.locator(".messagelist .success").count() == 1
+    with page.expect_navigation():
+        page.locator("input[name=_save]").click()
+    page.locator(".messagelist .success").wait_for()
     assert DataSource.objects.get(name="slurm").interval_s == 90
     screenshot("admin-data-sources-en")
 
