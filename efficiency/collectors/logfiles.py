@@ -46,6 +46,7 @@ keyed by the path relative to the root (see ``FileCursor.to_state`` for the JSON
 """
 
 import errno
+import fnmatch
 import hashlib
 import os
 import re
@@ -272,8 +273,15 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 def _list_log_files(root: Path, pattern: str) -> dict[str, Path]:
     """Regular files matching ``pattern`` under ``root``, by relative POSIX path."""
+    name_pattern = pattern.removeprefix("**/")
+    if pattern.startswith("**/") and "/" not in name_pattern and "**" not in name_pattern:
+        return _walk_log_files(root, name_pattern)
     root_real = os.path.realpath(root)
     found: dict[str, Path] = {}
+    # Where each directory really is: a regular file is where its directory really is, so one
+    # realpath per directory (not per file) decides whether a symlinked directory on the way
+    # leads outside the root.
+    inside: dict[Path, bool] = {}
     for path in root.glob(pattern):
         try:
             mode = path.lstat().st_mode
@@ -281,11 +289,37 @@ def _list_log_files(root: Path, pattern: str) -> dict[str, Path]:
             continue  # vanished between listing and looking
         if not stat.S_ISREG(mode):
             continue
-        # A symlinked directory on the way could lead outside the root.
-        real = os.path.realpath(path)
-        if os.path.commonpath([root_real, real]) != root_real:
+        parent = path.parent
+        if parent not in inside:
+            real = os.path.realpath(parent)
+            inside[parent] = os.path.commonpath([root_real, real]) == root_real
+        if not inside[parent]:
             continue
         found[path.relative_to(root).as_posix()] = path
+    return found
+
+
+def _walk_log_files(root: Path, name_pattern: str) -> dict[str, Path]:
+    """``**/<name_pattern>`` without pathlib's glob: a watched root holds thousands of files and
+    is listed every few seconds. Like the glob, it never descends into a symlinked directory
+    (so nothing it finds can lie outside the root) and takes regular files only, hidden ones
+    too; proven equal to the glob in tests/collectors/test_logfiles.py."""
+    found: dict[str, Path] = {}
+    pending = [(str(root), "")]
+    while pending:
+        folder, prefix = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue  # vanished or unreadable, as the glob skips it
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((entry.path, f"{prefix}{entry.name}/"))
+                elif entry.is_file(follow_symlinks=False) and fnmatch.fnmatchcase(entry.name, name_pattern):
+                    found[prefix + entry.name] = root / (prefix + entry.name)
+            except OSError:
+                continue
     return found
 
 

@@ -128,13 +128,15 @@ def demo_history_backfill(
     until: datetime,
     step: timedelta = timedelta(minutes=10),
     progress: Callable[[str, float], None] | None = None,
+    log_days: float = LOG_DAYS,
 ) -> dict[str, int]:
     """Feed the simulator's history up to ``until`` through the production parse/ingest path.
 
     The scheduler's job records go first, so that a fault seen in the metrics finds the job it
     hit; each exporter page is ingested at its own time and the faults in it are grouped, located
     and acted on at that simulated moment, as the live portal would have.
-    ``progress(phase, fraction_of_phase)`` is told how far it got (demo_status.PHASES).
+    ``progress(phase, fraction_of_phase)`` is told how far it got (demo_status.PHASES). Job logs
+    are replayed for the last ``log_days`` only: they are bulky, and collected in 15-minute steps.
     """
     progress = progress or (lambda phase, fraction: None)
     start = sim.start
@@ -162,7 +164,7 @@ def demo_history_backfill(
     _logs_history_collect(
         sim,
         cluster=cluster,
-        since=max(start, until - timedelta(days=LOG_DAYS)),
+        since=max(start, until - timedelta(days=log_days)),
         until=until,
         progress=lambda fraction: progress("logs", fraction),
     )

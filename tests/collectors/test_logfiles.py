@@ -3,8 +3,16 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from efficiency.collectors.logfiles import FileCursor, TailResult, parse_log_path, tail_directory
+from efficiency.collectors.logfiles import (
+    FileCursor,
+    TailResult,
+    _list_log_files,
+    parse_log_path,
+    tail_directory,
+)
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -326,6 +334,49 @@ def test_symlinks_are_not_followed_out_of_the_watched_directory(tmp_path):
     result = tail_directory(root, {}, pattern="*/*")
 
     assert result.chunks == []
+
+
+def _listed_file_by_file(root: Path, pattern: str) -> dict[str, Path]:
+    """The listing as it was first written: one realpath per file (the reference)."""
+    root_real = os.path.realpath(root)
+    found = {}
+    for path in root.glob(pattern):
+        regular = not path.is_symlink() and path.is_file()
+        if regular and os.path.commonpath([root_real, os.path.realpath(path)]) == root_real:
+            found[path.relative_to(root).as_posix()] = path
+    return found
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    layout=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "a/c", "b/d", "link-in", "link-out", "link-in/e", "link-out/f"]),
+            st.sampled_from(["rank0.log", "rank1.log", ".hidden.log", "x.txt", "file-link.log"]),
+        ),
+        max_size=12,
+    ),
+    pattern=st.sampled_from(["**/*.log", "**/rank*.log", "**/*", "*/*.log", "*/*/*.log", "*/*"]),
+)
+def test_the_listing_equals_pathlib_glob_with_a_realpath_per_file(tmp_path_factory, layout, pattern):
+    base = tmp_path_factory.mktemp("tree")
+    root, outside = base / "logs", base / "outside"
+    for folder in ("a/c", "b/d"):
+        (root / folder).mkdir(parents=True)
+    (outside / "f").mkdir(parents=True)
+    (root / "link-in").symlink_to(root / "a", target_is_directory=True)
+    (root / "link-out").symlink_to(outside, target_is_directory=True)
+    for folder, name in layout:
+        path = root / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name == "file-link.log":
+            if not path.exists() and not path.is_symlink():
+                path.symlink_to(outside / "secret.txt")
+        else:
+            path.write_text("line\n")
+    (outside / "secret.txt").write_text("password\n")
+
+    assert _list_log_files(root, pattern) == _listed_file_by_file(root, pattern)
 
 
 def test_a_fifo_named_like_a_log_is_ignored_rather_than_blocking(tmp_path):

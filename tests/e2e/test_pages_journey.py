@@ -30,7 +30,11 @@ def world(transactional_db, settings, tmp_path):
     now = timezone.now().replace(microsecond=0)
     cluster = Cluster.objects.get(slug=DEMO_CLUSTER_SLUG)
     demo_history_backfill(
-        sim=demo_simulator(days=2, now=now), cluster=cluster, until=now, step=timedelta(minutes=30)
+        sim=demo_simulator(days=2, now=now),
+        cluster=cluster,
+        until=now,
+        step=timedelta(minutes=30),
+        log_days=0.25,  # these pages need no fault history: keep the setup short
     )
     proposal = quota_services.quota_proposal_create(cluster=cluster, now=now)
     quota_services.quota_backtest_run(cycle=proposal, now=now)
