@@ -215,7 +215,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Celery ----------------------------------------------------------------------------------
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# "localhost" names no server: the file-system transport wants a host only to stop it warning.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://localhost//")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded broker: messages are files under var/broker, so no server is needed.
     _broker_dir = VAR_DIR / "broker"

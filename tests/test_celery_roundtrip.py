@@ -46,7 +46,7 @@ def _env(tmp_path: Path, broker_url: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("transport", ["filesystem", "redis"])
 def test_task_result_comes_back_from_a_real_worker(tmp_path, transport):
-    broker_url = "filesystem://" if transport == "filesystem" else _redis_url()
+    broker_url = "filesystem://localhost//" if transport == "filesystem" else _redis_url()
     if broker_url is None:
         pytest.skip("no Redis broker reachable (reason printed above)")
     env = _env(tmp_path, broker_url)

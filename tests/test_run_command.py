@@ -166,3 +166,7 @@ def test_run_command_brings_up_web_worker_and_beat_with_the_demo(tmp_path):
     ready = output.index("Portal ready")
     assert "head-vision" in output[ready:]  # the logins are printed again once it is ready
     assert "Traceback" not in output
+    # The console keeps to what needs attention, so the logins stay in view.
+    assert "celery@" not in output  # no worker banner
+    assert "No hostname was supplied" not in output
+    assert "superuser privileges" not in output

@@ -41,7 +41,7 @@ def worker_env(database_url: str, var_dir: Path, **extra: str) -> dict[str, str]
     CI provides it (else the file-system broker), and no CELERY_/PORTAL_ settings of our own."""
     broker = os.environ.get("CELERY_BROKER_URL", "")
     if not broker.startswith("redis://"):
-        broker = "filesystem://"
+        broker = "filesystem://localhost//"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PORTAL_"))}
     env.update(
         DATABASE_URL=database_url,

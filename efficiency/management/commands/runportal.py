@@ -8,10 +8,13 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
 from efficiency.management.commands.demo_setup import DEFAULT_DEMO_PASSWORD, logins_write
-from efficiency.models import NodeHour
+from efficiency.models import NodeHour, WorkerHeartbeat
 from efficiency.services.organisation import DEMO_CLUSTER_SLUG
+
+WORKER_READY_S = 90
 
 
 class Command(BaseCommand):
@@ -50,11 +53,11 @@ class Command(BaseCommand):
         ]  # fmt: skip
         background = {
             "worker": [
-                python, "-m", "celery", "-A", "portal", "worker", "--loglevel", "WARNING",
+                python, "-m", "celery", "-A", "portal", "--quiet", "worker", "--loglevel", "WARNING",
                 "--concurrency", "2", "--without-gossip", "--without-mingle",
             ],
             "beat": [
-                python, "-m", "celery", "-A", "portal", "beat", "--loglevel", "WARNING",
+                python, "-m", "celery", "-A", "portal", "--quiet", "beat", "--loglevel", "WARNING",
                 "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
             ],
         }  # fmt: skip
@@ -63,7 +66,12 @@ class Command(BaseCommand):
         processes: dict[str, subprocess.Popen] = {}
 
         # Unbuffered, so that the children's lines appear in the order they happen.
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # Celery's warning about running as root (a container's default) is not for this console.
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges",
+        }
 
         def start(name: str, command: list[str]) -> None:
             self.stdout.flush()
@@ -89,8 +97,12 @@ class Command(BaseCommand):
                 if processes.pop("history").returncode != 0:
                     self.stderr.write("The demo history could not be prepared; see the messages above.")
                     return
+            started = timezone.now()
             for name, command in background.items():
                 start(name, command)
+            # "Ready" once the worker has reported: the logins then stay the last lines shown.
+            if not self._wait_for_worker(processes, since=started):
+                self.stderr.write("No worker has reported yet; the pages work, collection may lag.")
             self.stdout.write(self.style.SUCCESS(f"Portal ready on http://{bind}/  (Ctrl-C stops it)"))
             if demo:
                 logins_write(self.stdout, password=DEFAULT_DEMO_PASSWORD)
@@ -105,6 +117,17 @@ class Command(BaseCommand):
                     process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+    def _wait_for_worker(self, processes: dict[str, subprocess.Popen], *, since) -> bool:
+        """Wait (at most WORKER_READY_S) for a heartbeat of a worker started at ``since``."""
+        deadline = time.monotonic() + WORKER_READY_S
+        while time.monotonic() < deadline:
+            if WorkerHeartbeat.objects.filter(last_seen_at__gte=since).exists():
+                return True
+            if any(process.poll() is not None for process in processes.values()):
+                return False
+            time.sleep(1)
+        return False
 
     def _wait(self, processes: dict[str, subprocess.Popen], *, until_done: str | None = None) -> bool:
         """Watch the processes; True when ``until_done`` finished, False when another one exited."""
