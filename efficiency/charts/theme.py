@@ -8,6 +8,7 @@ chart taller when its title, legend and tick labels leave the plot too little ro
 """
 
 import plotly.graph_objects as go
+from django.utils.translation import gettext as _
 
 FONT_FAMILY = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans CJK SC', 'Noto Sans', sans-serif"
 FONT_SIZE_PX = 15
@@ -55,7 +56,38 @@ def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Fi
     )
     figure.update_xaxes(showgrid=False, automargin=True)
     figure.update_yaxes(gridcolor=GRID_COLOR, automargin=True, rangemode="tozero")
+    if not has_points(figure):
+        # Plotly draws bare axes from -1 to 6 for no data: say so instead.
+        figure.update_xaxes(visible=False)
+        figure.update_yaxes(visible=False)
+        figure.add_annotation(
+            text=_("No data in this range"),
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font={"size": TITLE_FONT_SIZE_PX, "color": "#6b7280"},
+        )
     return figure
+
+
+def has_points(figure: go.Figure) -> bool:
+    """Whether any trace has a value to draw (not just empty or all-missing arrays)."""
+    for trace in figure.data:
+        for attribute in ("y", "x", "z", "values"):
+            values = getattr(trace, attribute, None)
+            if values is None:
+                continue
+            if any(_present(value) for value in values):
+                return True
+    return False
+
+
+def _present(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_present(item) for item in value)
+    return value is not None
 
 
 def legend_aside(figure: go.Figure) -> go.Figure:
