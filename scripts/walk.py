@@ -19,6 +19,7 @@ from collections import deque
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 PASSWORD = "portal-demo"
@@ -77,7 +78,15 @@ def walk(base: str, out: Path, roles: list[str]) -> int:
                             problems += 1
                         continue
                     errors.clear()
-                    response = page.goto(path)
+                    try:
+                        response = page.goto(path)
+                    except PlaywrightError as exc:
+                        # A download (a report, an export) is not a page: fetch it instead.
+                        download = context.request.get(path)
+                        if "Download is starting" not in str(exc) or download.status != 200:
+                            print(f"[{role}/{language}] {download.status} {path}: {exc}")
+                            problems += 1
+                        continue
                     page.wait_for_load_state("networkidle")
                     status = response.status if response else 0
                     if status != 200:
@@ -90,6 +99,7 @@ def walk(base: str, out: Path, roles: list[str]) -> int:
                     page.screenshot(path=str(folder / f"{name[:120]}.png"), full_page=True)
                     if not path.startswith("/admin"):
                         page.set_viewport_size({"width": PHONE_WIDTH, "height": 900})
+                        page.wait_for_timeout(1500)  # the charts redraw at the new width
                         overflow = page.evaluate("document.documentElement.scrollWidth")
                         if overflow > PHONE_WIDTH + 2:
                             print(f"[{role}/{language}] {path} is {overflow} px wide on a phone")

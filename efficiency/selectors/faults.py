@@ -99,7 +99,7 @@ class FaultSummary:
     locate_median_s: float | None = None
     gpu_hours_lost: float = 0.0
     by_category: Counter = field(default_factory=Counter)
-    by_fault_domain: Counter = field(default_factory=Counter)
+    by_fault_domain: Counter = field(default_factory=Counter)  # fault domain, '' or None -> count
 
 
 def fault_summary(incidents: list[Incident]) -> FaultSummary:
@@ -108,7 +108,8 @@ def fault_summary(incidents: list[Incident]) -> FaultSummary:
     mttr, detect, locate = [], [], []
     for incident in incidents:
         summary.by_category[incident.category] += 1
-        summary.by_fault_domain[(incident.node.fault_domain or "—") if incident.node else "—"] += 1
+        # None: no node located yet; "": a node without a fault domain.
+        summary.by_fault_domain[incident.node.fault_domain if incident.node else None] += 1
         summary.gpu_hours_lost += incident.gpu_hours_lost or 0.0
         detect.append(incident.time_to_detect_s)
         if incident.time_to_locate_s is not None:

@@ -89,8 +89,9 @@ def fault_overview_view(request: HttpRequest) -> HttpResponse:
             axis_label=_("Incidents"),
         )
         by_domain = summary.by_fault_domain.most_common()
+        domain_labels = {None: _("Not located yet"), "": _("No fault domain")}
         context["domain_figure"] = charts.count_bar_figure(
-            [key for key, _count in by_domain],
+            [domain_labels.get(key, key) for key, _count in by_domain],
             [count for _key, count in by_domain],
             title=_("Incidents by fault domain"),
             axis_label=_("Incidents"),

@@ -213,3 +213,17 @@ def test_a_chinese_reader_gets_machine_text_and_durations_in_chinese(chinese, or
     assert "进程序号（rank）" in body
     overview = client.get("/faults/?range=24h").content.decode()
     assert "进程序号（rank）" in overview
+
+
+def test_fault_domain_chart_names_incidents_not_located_and_nodes_without_a_domain(client, org, incidents):
+    located, other = incidents
+    located.node.fault_domain = ""
+    located.node.save()
+    Incident.objects.filter(pk=other.pk).update(node=None, located_at=None)
+    client.force_login(org.committee)
+
+    with translation.override("en"):
+        figure = client.get("/faults/?range=24h").context["domain_figure"]
+
+    labels = sorted(label for trace in figure.data for label in trace.y)
+    assert labels == ["No fault domain", "Not located yet"]
