@@ -23,8 +23,12 @@ def test_every_catalog_entry_is_translated_and_not_fuzzy():
 
 
 def test_compiled_catalog_matches_the_source():
-    source = {(e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.pofile(str(PO))}
-    compiled = {(e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.mofile(str(MO))}
+    source = {
+        (e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.pofile(str(PO))
+    }
+    compiled = {
+        (e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.mofile(str(MO))
+    }
     assert compiled == source, "run `make messages` to recompile django.mo"
 
 

@@ -107,6 +107,20 @@ class Job(models.Model):
         return (self.ended_at - self.started_at).total_seconds()
 
     @property
+    def is_running(self) -> bool:
+        """Started and not over: its run time is still growing."""
+        return self.started_at is not None and self.ended_at is None and self.state not in JobState.finished()
+
+    @property
+    def run_s(self) -> float | None:
+        """Seconds it ran; for a job still running, until now."""
+        if self.duration_s is not None:
+            return self.duration_s
+        if self.is_running:
+            return max(0.0, (timezone.now() - self.started_at).total_seconds())
+        return None
+
+    @property
     def gpu_hours(self) -> float | None:
         duration_s = self.duration_s
         return None if duration_s is None else self.gpu_count * duration_s / 3600

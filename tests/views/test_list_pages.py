@@ -129,3 +129,27 @@ def test_csv_file_names_carry_the_days_of_the_display_time_zone(client, org):
     assert response["Content-Disposition"] == 'attachment; filename="department-usage-20261101-20261114.csv"'
     response = client.get("/departments/vision/?range=custom&start=2026-11-01&end=2026-11-14&export=jobs")
     assert response["Content-Disposition"] == 'attachment; filename="jobs-vision-20261101-20261114.csv"'
+
+
+def test_a_running_job_shows_its_run_time_so_far_on_the_list_and_its_page(client, org):
+    from efficiency.choices import JobState
+    from tests.factories import JobFactory
+
+    started = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+    job = JobFactory(
+        department=org.dept_a,
+        cluster=org.cluster,
+        state=JobState.RUNNING,
+        submitted_at=started - timedelta(minutes=10),
+        started_at=started,
+        ended_at=None,
+        name="running-job",
+    )
+    client.force_login(org.head_a)
+    with time_machine.travel(started + timedelta(hours=3, minutes=30), tick=False):
+        detail = client.get(f"/jobs/{job.pk}/").content.decode()
+        listing = client.get("/jobs/?state=running").content.decode()
+
+    assert "still running (03:30:00 so far)" in detail
+    row = listing.split("running-job")[1].split("</tr>")[0]
+    assert "03:30:00 <small>so far</small>" in row
