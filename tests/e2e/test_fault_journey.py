@@ -69,3 +69,22 @@ def test_department_head_of_another_department_cannot_open_the_incident(page, in
     other = "head-radar" if incident.department.code != "radar" else "head-vision"
     log_in(page, other, "e2e-password")
     assert page.goto(f"/faults/incidents/{incident.pk}/").status == 404
+
+
+def test_charts_drawn_wide_follow_a_window_narrowed_to_a_phone(page, incident):
+    """The timeline of few nodes is made taller to stay readable, which plotly.js does by pinning
+    its width: narrowing the window (a tablet turned, a window dragged) must still narrow it."""
+    log_in(page, "committee", "e2e-password")
+    page.goto("/faults/?range=custom&start=2026-11-01&end=2026-11-08")
+    page.locator("#fault-timeline-chart svg.main-svg").first.wait_for()
+    page.wait_for_load_state("networkidle")
+
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.wait_for_function("document.documentElement.scrollWidth <= 392", timeout=10_000)
+
+    widths = page.evaluate(
+        "[...document.querySelectorAll('[data-plotly] .svg-container')]"
+        ".map(e => e.getBoundingClientRect().width)"
+    )
+    assert widths
+    assert max(widths) <= 390

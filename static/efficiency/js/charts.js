@@ -107,6 +107,10 @@
     attempt = attempt || 0;
     if (size && size.h < MIN_PLOT_PX - 1 && attempt < 4) {
       Plotly.relayout(element, { height: element._fullLayout.height + MIN_PLOT_PX - size.h }).then(function () {
+        // Setting the height pins the width at its current value (plotly.js does so): let the
+        // width follow the window again, or a chart drawn wide overflows a narrowed window.
+        delete element.layout.width;
+        element.layout.autosize = true;
         keepPlotReadable(element, attempt + 1);
       });
     }
@@ -118,6 +122,8 @@
       var text = fittedTitle(element, element.layout);
       if (text && text !== element.layout.title.text) {
         Plotly.relayout(element, { "title.text": text }).then(function () { keepPlotReadable(element); });
+      } else {
+        keepPlotReadable(element);
       }
     });
   }
