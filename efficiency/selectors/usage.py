@@ -92,9 +92,16 @@ class UsagePoint:
 
 
 def _series(rows: QuerySet, time_range: TimeRange) -> list[UsagePoint]:
-    """Hourly rows (ScopeHour or NodeHour) summed per hour or day of the range."""
+    """Hourly rows (ScopeHour or NodeHour) summed per hour or day of the range.
+
+    The hour still under way is left out: its rows hold only the minutes gone so far, and an
+    hour's point is an average over the whole hour (it would show the cluster shrinking at the
+    right edge of every chart). The range's totals still count it.
+    """
+    this_hour = timezone.now().replace(minute=0, second=0, microsecond=0)
     rows = (
-        rows.annotate(bucket=_trunc(time_range.bucket))
+        rows.filter(hour__lt=this_hour)
+        .annotate(bucket=_trunc(time_range.bucket))
         .values("bucket")
         .annotate(hours=Count("hour", distinct=True), **_NODE_SUMS)
         .order_by("bucket")

@@ -10,6 +10,7 @@ Cluster over [T0, T0 + 2 h), now = T0 + 1 day:
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 
 from efficiency.choices import JobSource, JobState, MappingKind
 from efficiency.collectors.records import GpuReading, JobRecord
@@ -205,3 +206,15 @@ def test_an_hourly_map_of_many_cells_is_merged_into_blocks_of_hours(world, org_c
     assert heatmap.block_hours == 2
     assert heatmap.times == [T0]
     assert heatmap.values_pct == [[66.7], [None]]
+
+
+def test_the_hour_under_way_is_left_out_of_the_series_not_drawn_as_a_shrinking_cluster(world, org_committee):
+    # At 1:30 the second hour holds half an hour of GPU time: as an hourly average it would read
+    # as 8 GPUs available of 16. The series stops at the last whole hour.
+    half_past_one = T0 + timedelta(hours=1, minutes=30)
+    with time_machine.travel(half_past_one, tick=False):
+        rollups_refresh(now=half_past_one)
+        series = usage.cluster_usage_series(user=org_committee, time_range=RANGE)
+
+    assert [p.time for p in series] == [T0]
+    assert [p.gpus_available for p in series] == [16.0]
