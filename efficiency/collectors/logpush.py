@@ -114,21 +114,25 @@ def push_body_decode(
         inflater = zlib.decompressobj(wbits)
         try:
             while data:
-                out += inflater.decompress(data, max_decoded_bytes + 1 - len(out))
-                if len(out) > max_decoded_bytes:
-                    raise PushRefused(
-                        413,
-                        f"body inflates to more than {max_decoded_bytes} bytes: nothing stored; "
-                        "send smaller batches",
-                    )
+                # In steps, so memory stays near the limit (not twice it) on the way there.
+                out += inflater.decompress(data, min(MiB, max_decoded_bytes + 1 - len(out)))
+                _check_inflated(out, max_decoded_bytes)
                 data = inflater.unconsumed_tail
-            out += inflater.flush()
+            out += inflater.flush()  # what one last match still held: a few KB at most
+            _check_inflated(out, max_decoded_bytes)
         except zlib.error as exc:
             raise PushRefused(400, f"body is not valid {encodings[0]}: {exc}; nothing stored") from None
         if not inflater.eof:
             raise PushRefused(400, f"{encodings[0]} body is truncated; nothing stored")
         data = inflater.unused_data.lstrip(b"\x00")  # gzip members may be padded with NULs
     return bytes(out)
+
+
+def _check_inflated(out: bytearray, max_decoded_bytes: int) -> None:
+    if len(out) > max_decoded_bytes:
+        raise PushRefused(
+            413, f"body inflates to more than {max_decoded_bytes} bytes: nothing stored; send smaller batches"
+        )
 
 
 class _RecordError(ValueError):

@@ -49,7 +49,7 @@ from efficiency.analysis.faults.detectors import (
 from efficiency.analysis.faults.progress import parse_progress
 from efficiency.analysis.faults.scanner import scan_bytes
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
-from efficiency.analysis.faults.trust import job_output_node, kernel_log_node
+from efficiency.analysis.faults.trust import job_output_node, kernel_log_node, source_has_kernel_logs
 from efficiency.analysis.stats import percentile
 from efficiency.choices import (
     ActionKind,
@@ -172,9 +172,14 @@ def _signals_from_chunks(
     nodes = {n.hostname: n for n in Node.objects.filter(cluster=source.cluster)}
     job_nodes: dict[int, frozenset[str]] = {}
     rank_nodes: dict[tuple[int, int], Node | None] = {}
+    kernel_logs = source_has_kernel_logs(kind=source.kind, config=source.config)
     signals = []
     for chunk in chunks:
-        kernel_node = kernel_log_node(stream=chunk.stream, node=chunk.node, job=chunk.job_external_id)
+        kernel_node = (
+            kernel_log_node(stream=chunk.stream, node=chunk.node, job=chunk.job_external_id)
+            if kernel_logs
+            else None
+        )
         if kernel_node is None and chunk.job is not None and chunk.job.pk not in job_nodes:
             job_nodes[chunk.job.pk] = frozenset(chunk.job.nodes.values_list("hostname", flat=True))
         findings = scan_bytes(chunk.text.encode("utf-8"), start_offset=chunk.start_offset, year=now.year)

@@ -185,6 +185,20 @@ def test_a_kernel_log_is_trusted_about_its_own_node_not_a_host_its_lines_name(wo
     assert (signal.trusted, signal.node) == (True, world.node_a)
 
 
+def test_a_push_source_that_ships_only_job_output_cannot_pass_a_line_off_as_a_kernel_log(world):
+    world.source.config = {}  # its shipper was not declared to forward kernel logs
+    world.source.save()
+    text = naming("gpu-b01", at=T0)
+    LogChunk.objects.create(source=world.source, stream="kern/gpu-b01.log", file_id="push", start_offset=0,
+                            end_offset=len(text) + 1, node="gpu-b01", line_count=1, text=text + "\n",
+                            received_at=T0)  # fmt: skip
+    faults.fault_scan_source(source=world.source, now=T0)
+    act_on_everything(world, T0)
+
+    assert_nothing_was_done(world)
+    assert FaultSignal.objects.get().trusted is False
+
+
 def test_a_metric_confirms_a_suspicion_on_the_same_node(world):
     from tests.fault_helpers import xid_count_event
 

@@ -30,6 +30,19 @@ def kernel_log_node(*, stream: str, node: str, job: str) -> str | None:
     return node
 
 
+def source_has_kernel_logs(*, kind: str, config: dict) -> bool:
+    """Whether a log source may carry nodes' kernel logs at all.
+
+    A log-files root does (its ``kern/`` folder, which only the nodes' log forwarder may write);
+    a push source only when its config says ``"kernel_logs": true``: its token then belongs to a
+    shipper that forwards kernel logs, and one that only ships job output cannot pass job lines
+    off as a kernel's, whatever it names its streams.
+    """
+    if kind == "log_files":
+        return True
+    return kind == "log_push" and config.get("kernel_logs") is True
+
+
 @dataclass(frozen=True, slots=True)
 class NodeClaim:
     """What a job's output may say about a node: the node it is kept for, or which name was
