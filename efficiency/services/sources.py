@@ -343,8 +343,6 @@ def log_push_receive(
                 f"body of {content_length} bytes, at most {max_bytes}: nothing stored; send smaller batches",
             )
         text = push_body_decode(push_body_read(body, max_bytes=max_bytes), content_encoding)
-        if not text.strip():
-            raise PushRefused(400, "the body holds no lines: nothing stored")
         parsed = parse_ndjson_push(text)
         result = log_chunks_ingest(source=source, chunks=parsed.records, now=now)
         recorder.add(result, parse_rejected=parsed.rejected)
