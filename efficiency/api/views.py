@@ -115,7 +115,9 @@ class LogPushView(KnownQueryParams, APIView):
         responses={
             200: serializers.LogPushResultSerializer,
             400: OpenApiResponse(serializers.LogPushResultSerializer, description="no line was good"),
+            411: OpenApiResponse(description="chunked body on a server that cannot decode it"),
             413: OpenApiResponse(description="body too large: bytes, inflated bytes or lines"),
+            415: OpenApiResponse(description="Content-Encoding other than gzip, deflate or none"),
         },
     )
     def post(self, request, pk: int):
