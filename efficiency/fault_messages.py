@@ -67,6 +67,17 @@ MESSAGES = {
     "resumed_by_hand": _(
         "%(node)s recorded as back in service by hand (no return-to-service actuator is configured)."
     ),
+    # The rules of trust: what a job's own output cannot do.
+    "job_output_only": _(
+        "From the job's own output: a suspicion until the node's kernel log or the exporter's metrics "
+        "confirm it."
+    ),
+    "node_not_of_job": _(
+        "The job's output named node %(node)s, which is not one of job %(job)s's nodes: node refused."
+    ),
+    "node_without_job": _(
+        "Job output named node %(node)s, but no job the scheduler reported vouches for it: node refused."
+    ),
     "closed": _("Closed: %(reason)s"),
     "closed_not_run_again": _("Closed: the job ended and did not run again within a day."),
     # Evidence the portal derived (detectors, metrics); log lines are kept as written.

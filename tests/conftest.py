@@ -27,7 +27,10 @@ def org(db):
     job_a.nodes.add(node_a)
     job_b = JobFactory(department=dept_b, cluster=node_a.cluster, name="radar-train")
     job_b.nodes.add(node_b)
-    source = DataSource.objects.create(cluster=node_a.cluster, kind=SourceKind.LOG_PUSH, name="push")
+    # Its shipper forwards the nodes' kernel logs too (kern/<host>.log), as the fault tests need.
+    source = DataSource.objects.create(
+        cluster=node_a.cluster, kind=SourceKind.LOG_PUSH, name="push", config={"kernel_logs": True}
+    )
     return type(
         "Org",
         (),

@@ -385,6 +385,12 @@ class FaultSignalSerializer(serializers.ModelSerializer):
     text = serializers.CharField(
         read_only=True, help_text=_("The evidence in the request's language (a log line as written).")
     )
+    trust_text = serializers.CharField(
+        read_only=True,
+        help_text=_(
+            "Why untrusted evidence (job output) is only a suspicion, or why the node it named was refused."
+        ),
+    )
 
     class Meta:
         model = FaultSignal
@@ -405,6 +411,8 @@ class FaultSignalSerializer(serializers.ModelSerializer):
             "text",
             "facts",
             "location",
+            "trusted",
+            "trust_text",
             "incident",
         ]
         read_only_fields = fields
@@ -458,6 +466,7 @@ class IncidentSerializer(serializers.ModelSerializer):
             "code",
             "title",
             "status",
+            "confirmed",
             "occurred_at",
             "detected_at",
             "located_at",

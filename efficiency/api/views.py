@@ -1,6 +1,10 @@
 """API viewsets; querysets come from the selectors, so scoping is the pages' own, and actions
 call the services the pages call, under the same role rules."""
 
+import io
+from typing import BinaryIO
+
+from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
@@ -24,6 +28,7 @@ from efficiency.analysis.usage import UsageTotals
 from efficiency.api import serializers
 from efficiency.api.params import KnownQueryParams
 from efficiency.choices import Role, SourceKind
+from efficiency.collectors.logpush import PushRefused
 from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
 from efficiency.forms import RangeForm, TimeRange, time_range_from_request
 from efficiency.models import DataSource, Department, FaultSignal, Quota, QuotaCycle, QuotaObjection
@@ -94,23 +99,69 @@ class CanPushLogs(BasePermission):
 class LogPushView(KnownQueryParams, APIView):
     """``POST`` NDJSON log lines (one JSON object a line) into a *Log push* source.
 
-    Each line: ``{"stream": "...", "offset": 123, "line": "...", "job": "...", "rank": 0}``.
-    Lines already received (same stream and offset) are counted as duplicates, bad lines are
-    rejected one by one and listed in the answer; the good ones are stored.
+    Each line: ``{"stream": "...", "offset": 123, "line": "...", "job": "...", "rank": 0}``. The
+    body may be chunked (no Content-Length) and gzip or deflate encoded. Every loss has a status
+    a shipper acts on: 200 when every line was stored or already known, 200 ``partial`` with the
+    rejected lines when only some lines were bad (retrying cannot mend them), 400 with the
+    reasons when no line was good, 413 when the body is too large (bytes, inflated bytes or
+    lines: split the batch), 415 for an encoding we do not inflate; a refused body stores nothing.
     """
 
     permission_classes = [IsAuthenticated, CanPushLogs]
     parser_classes: list = []  # the body is read raw: NDJSON is not one JSON document
 
-    @extend_schema(request={"application/x-ndjson": str}, responses=serializers.LogPushResultSerializer)
+    @extend_schema(
+        request={"application/x-ndjson": str},
+        responses={
+            200: serializers.LogPushResultSerializer,
+            400: OpenApiResponse(serializers.LogPushResultSerializer, description="no line was good"),
+            411: OpenApiResponse(description="chunked body on a server that cannot decode it"),
+            413: OpenApiResponse(description="body too large: bytes, inflated bytes or lines"),
+            415: OpenApiResponse(description="Content-Encoding other than gzip, deflate or none"),
+        },
+    )
     def post(self, request, pk: int):
         source = get_object_or_404(DataSource, pk=pk, kind=SourceKind.LOG_PUSH, enabled=True)
-        run = log_push_receive(source=source, body=request.body)
+        try:
+            body, content_length = _push_body(request._request)
+            run = log_push_receive(
+                source=source,
+                body=body,
+                content_length=content_length,
+                content_encoding=request.headers.get("Content-Encoding", ""),
+                max_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+            )
+        except PushRefused as refused:
+            return Response({"status": "refused", "detail": refused.reason}, status=refused.status)
         if run.stored:
             from efficiency.tasks import fault_scan_source_task
 
             transaction.on_commit(lambda: fault_scan_source_task.delay(source.pk))
-        return Response(serializers.LogPushResultSerializer(run).data)
+        nothing_good = run.rejected and not (run.stored or run.duplicates)
+        return Response(
+            serializers.LogPushResultSerializer(run).data,
+            status=status.HTTP_400_BAD_REQUEST if nothing_good else status.HTTP_200_OK,
+        )
+
+
+def _push_body(request) -> tuple[BinaryIO, int | None]:
+    """The request's body stream and announced length (``None`` for a chunked body).
+
+    Django reads a body without Content-Length as empty; a chunked body is read from the WSGI
+    input itself, which only a server that decodes the chunks (gunicorn says so with
+    ``wsgi.input_terminated``) can give. Elsewhere (``runserver``) it is refused with 411.
+    """
+    length = request.META.get("CONTENT_LENGTH", "")
+    if length:
+        try:
+            return request, int(length)
+        except ValueError:
+            raise PushRefused(400, f"Content-Length {length[:40]!r} is not a number") from None
+    if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        if not request.META.get("wsgi.input_terminated"):
+            raise PushRefused(411, "this server cannot read a chunked body: send a Content-Length")
+        return request.META["wsgi.input"], None
+    return io.BytesIO(), 0
 
 
 def _range_or_400_params(params) -> TimeRange:

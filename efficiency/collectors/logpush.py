@@ -15,14 +15,19 @@ once within a body, and across bodies the chunks have the same identity and are 
 Lines of one (stream, file_id, job, node, rank) whose offsets follow each other (``offset +
 len(line in UTF-8) + 1``) merge into one ``LogChunk``. Bad lines are rejected one by one with
 their 1-based line number; the rest of the body is kept. The body is parsed whole, so its size
-must be capped before it gets here (the HTTP layer's upload limit).
+is capped before it gets here: ``push_body_read`` reads at most ``max_bytes`` from the request
+(with or without a Content-Length) and ``push_body_decode`` inflates gzip or deflate to at most
+``max_decoded_bytes``. A body refused as a whole (too large, too many lines, not decodable) raises
+``PushRefused`` with the HTTP status a shipper acts on and the reason; nothing of it is stored.
 """
 
 import json
 import math
 import re
+import zlib
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import BinaryIO
 
 from efficiency.collectors.logfiles import (
     EXCERPT_BYTES,
@@ -44,6 +49,90 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 # NUL is refused by PostgreSQL text columns; lone surrogates (legal as JSON escapes) cannot be
 # encoded as UTF-8 at all.
 _UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
+# What a compressed body may inflate to: a 2.5 MB gzip body of log lines is ~25 MB of text, and a
+# gzip bomb (1 KB -> 1 GB) stops here instead of in the worker's memory.
+DEFAULT_MAX_DECODED_BYTES = 32 * MiB
+READ_BLOCK = 64 * 1024
+# Content-Encoding values we inflate, with zlib's wbits for each.
+_ENCODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class PushRefused(Exception):
+    """A push body refused as a whole, with the HTTP status to answer and the reason.
+
+    413: too large (bytes on the wire, once inflated, or lines), split the batch; 400: the body
+    cannot be read (corrupt gzip, no lines); 411: a chunked body this server cannot read; 415: an
+    encoding we do not inflate. Nothing of a refused body is stored.
+    """
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def push_body_read(stream: BinaryIO, *, max_bytes: int) -> bytes:
+    """Read a request body of unknown length (chunked transfer encoding) up to ``max_bytes``.
+
+    Reads in blocks and stops one byte past the limit, so a client streaming gigabytes costs
+    ``max_bytes`` of memory, then ``PushRefused(413)``.
+    """
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        block = stream.read(min(READ_BLOCK, max_bytes + 1 - size))
+        if not block:
+            return b"".join(parts)
+        parts.append(block)
+        size += len(block)
+        if size > max_bytes:
+            raise PushRefused(
+                413, f"body larger than {max_bytes} bytes: nothing stored; send smaller batches"
+            )
+
+
+def push_body_decode(
+    body: bytes, content_encoding: str, *, max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES
+) -> bytes:
+    """The body with its ``Content-Encoding`` (gzip, deflate, identity) undone, inflated in
+    bounded steps: past ``max_decoded_bytes`` it is ``PushRefused(413)``, never a full inflate.
+
+    Concatenated gzip members (what ``cat a.gz b.gz`` and some shippers produce) are all read.
+    """
+    encodings = [part.strip().lower() for part in content_encoding.split(",") if part.strip()]
+    encodings = [name for name in encodings if name != "identity"]
+    if not encodings:
+        return body
+    if len(encodings) > 1 or encodings[0] not in _ENCODINGS:
+        raise PushRefused(
+            415, f"Content-Encoding {content_encoding!r} is not supported; send gzip, deflate or none"
+        )
+    wbits = _ENCODINGS[encodings[0]]
+    out = bytearray()
+    data = body
+    while data:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            while data:
+                # In steps, so memory stays near the limit (not twice it) on the way there.
+                out += inflater.decompress(data, min(MiB, max_decoded_bytes + 1 - len(out)))
+                _check_inflated(out, max_decoded_bytes)
+                data = inflater.unconsumed_tail
+            out += inflater.flush()  # what one last match still held: a few KB at most
+            _check_inflated(out, max_decoded_bytes)
+        except zlib.error as exc:
+            raise PushRefused(400, f"body is not valid {encodings[0]}: {exc}; nothing stored") from None
+        if not inflater.eof:
+            raise PushRefused(400, f"{encodings[0]} body is truncated; nothing stored")
+        data = inflater.unused_data.lstrip(b"\x00")  # gzip members may be padded with NULs
+    return bytes(out)
+
+
+def _check_inflated(out: bytearray, max_decoded_bytes: int) -> None:
+    if len(out) > max_decoded_bytes:
+        raise PushRefused(
+            413, f"body inflates to more than {max_decoded_bytes} bytes: nothing stored; send smaller batches"
+        )
 
 
 class _RecordError(ValueError):
@@ -93,19 +182,21 @@ def parse_ndjson_push(
 
     A ``line`` longer than ``max_line_bytes`` (UTF-8) is cut to that length and reported; its
     offsets still count its full length, so the next line still joins the chunk. Past
-    ``max_records`` accepted lines the rest of the body is dropped with one ``Rejected`` saying
-    how many lines that was. At most ``max_rejected`` problems are listed, then one more entry
-    counts the others.
+    A body of more than ``max_records`` lines is refused as a whole (``PushRefused(413)``), so
+    no line is dropped inside an accepted body. At most ``max_rejected`` problems are listed, then
+    one more entry counts the others.
     """
+    lines = body.split(b"\n")
+    if len(lines) > max_records and (count := sum(1 for raw in lines if raw.strip())) > max_records:
+        raise PushRefused(
+            413, f"{count} lines in one body, at most {max_records}: nothing stored; send smaller batches"
+        )
     outcome: ParseOutcome[LogChunk] = ParseOutcome()
     listed = 0
     unlisted = 0
     builders: list[_ChunkBuilder] = []
     open_builders: dict[tuple[str, str, str, str, int | None], _ChunkBuilder] = {}
     seen: set[tuple[str, str, int]] = set()
-    kept = 0
-    dropped = 0
-    first_dropped_line_no = 0
 
     def reject(reason: str, raw: str | bytes, line_no: int) -> None:
         nonlocal listed, unlisted
@@ -115,15 +206,11 @@ def parse_ndjson_push(
         else:
             unlisted += 1
 
-    for line_no, raw_line in enumerate(body.split(b"\n"), start=1):
+    for line_no, raw_line in enumerate(lines, start=1):
         raw = raw_line.strip()
         if line_no == 1 and raw.startswith(_UTF8_BOM):
             raw = raw[len(_UTF8_BOM) :].strip()
         if not raw:
-            continue
-        if kept >= max_records:
-            dropped += 1
-            first_dropped_line_no = first_dropped_line_no or line_no
             continue
         try:
             pushed = _parse_line(raw)
@@ -137,7 +224,6 @@ def parse_ndjson_push(
         if identity in seen:
             continue
         seen.add(identity)
-        kept += 1
         key = (pushed.stream, pushed.file_id, pushed.job, pushed.node, pushed.rank)
         builder = open_builders.get(key)
         if builder is None or builder.end_offset != pushed.offset:
@@ -147,13 +233,6 @@ def parse_ndjson_push(
         builder.lines.append(pushed.text)
         builder.end_offset = pushed.end_offset
 
-    if dropped:
-        outcome.rejected.append(
-            Rejected(
-                reason=f"too many records: kept the first {max_records}, dropped {dropped} lines",
-                line_no=first_dropped_line_no,
-            )
-        )
     if unlisted:
         outcome.rejected.append(Rejected(reason=f"{unlisted} more rejected lines not listed"))
     outcome.records = [builder.chunk() for builder in builders]

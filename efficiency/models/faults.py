@@ -65,6 +65,16 @@ class Incident(models.Model):
     recovered_at = models.DateTimeField(_("recovered"), null=True, blank=True)
     last_checkpoint_at = models.DateTimeField(_("last checkpoint"), null=True, blank=True)
     gpu_count = models.PositiveIntegerField(_("GPUs"), default=0)
+    # False while all its evidence is job output (a suspicion): no action, no inventory change
+    # until a trusted signal (kernel log, exporter metrics) joins it. Set by the fault service.
+    confirmed = models.BooleanField(
+        _("confirmed"),
+        default=True,
+        help_text=_(
+            "False while the only evidence is the job's own output: a suspicion, on which nothing is "
+            "done until the node's kernel log or the exporter's metrics confirm it."
+        ),
+    )
     gpu_hours_lost = models.FloatField(_("GPU-hours lost"), null=True, blank=True)
     reasoning = models.JSONField(_("how it was located"), default=dict, blank=True)
     closed_at = models.DateTimeField(_("closed"), null=True, blank=True)
@@ -164,6 +174,15 @@ class FaultSignal(models.Model):
     message = models.TextField(_("evidence"))
     facts = models.JSONField(_("facts"), default=dict, blank=True)
     location = models.CharField(_("where"), max_length=600, blank=True)
+    # Trusted evidence comes from a stream its subject cannot write (a node's kernel log, the
+    # exporter's metrics); a job's own output is not, and can only raise a suspicion.
+    trusted = models.BooleanField(
+        _("trusted source"),
+        default=False,
+        help_text=_("From a node's kernel log or the exporter's metrics, not from a job's own output."),
+    )
+    # Why it is only a suspicion, or why the node it named was refused, as message facts.
+    trust_note = models.JSONField(_("trust"), default=dict, blank=True)
     incident = models.ForeignKey(
         Incident, null=True, blank=True, on_delete=models.SET_NULL, related_name="signals"
     )
@@ -192,6 +211,11 @@ class FaultSignal(models.Model):
     def text(self) -> str:
         """The evidence in the reader's language (a log line as written)."""
         return render(self.facts, self.message)
+
+    @property
+    def trust_text(self) -> str:
+        """Why this evidence is only a suspicion (or its node was refused), in the reader's language."""
+        return render(self.trust_note)
 
 
 class IncidentAction(models.Model):

@@ -49,6 +49,7 @@ from efficiency.analysis.faults.detectors import (
 from efficiency.analysis.faults.progress import parse_progress
 from efficiency.analysis.faults.scanner import scan_bytes
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
+from efficiency.analysis.faults.trust import job_output_node, kernel_log_node, source_has_kernel_logs
 from efficiency.analysis.stats import percentile
 from efficiency.choices import (
     ActionKind,
@@ -161,24 +162,51 @@ def fault_scan_source(
 def _signals_from_chunks(
     source: DataSource, chunks: list[LogChunk], *, now: datetime, line_zone
 ) -> list[FaultSignal]:
+    """One signal per finding, with the trust of the stream it came from (``analysis.faults.trust``).
+
+    A node's kernel log is trusted about that node (not about the host a line names). A job's own
+    output is a suspicion, and a node it names (by its path, its pushed ``node``, a syslog host in
+    a line, or a rank) is kept only when it is one of the job's nodes; else it is refused, and the
+    reason kept on the signal.
+    """
     nodes = {n.hostname: n for n in Node.objects.filter(cluster=source.cluster)}
+    job_nodes: dict[int, frozenset[str]] = {}
     rank_nodes: dict[tuple[int, int], Node | None] = {}
+    kernel_logs = source_has_kernel_logs(kind=source.kind, config=source.config)
     signals = []
     for chunk in chunks:
+        kernel_node = (
+            kernel_log_node(stream=chunk.stream, node=chunk.node, job=chunk.job_external_id)
+            if kernel_logs
+            else None
+        )
+        if kernel_node is None and chunk.job is not None and chunk.job.pk not in job_nodes:
+            job_nodes[chunk.job.pk] = frozenset(chunk.job.nodes.values_list("hostname", flat=True))
         findings = scan_bytes(chunk.text.encode("utf-8"), start_offset=chunk.start_offset, year=now.year)
         for finding in findings:
-            hostname = finding.node or chunk.node
-            node = nodes.get(hostname) if hostname else None
             occurred = _aware(finding.timestamp, line_zone) or chunk.received_at
             occurred = min(occurred, now)
-            job = chunk.job
-            if job is None and node is not None:
-                job = _job_on_node(node, occurred)
             rank = finding.rank if finding.rank is not None else chunk.rank
-            if node is None and job is not None and rank is not None:
-                if (job.pk, rank) not in rank_nodes:
-                    rank_nodes[(job.pk, rank)] = _node_of_rank(job, rank)
-                node = rank_nodes[(job.pk, rank)]
+            if kernel_node is not None:
+                node = nodes.get(kernel_node)
+                job = _job_on_node(node, occurred) if node is not None else None
+                note = {}
+            else:
+                job = chunk.job
+                claim = job_output_node(
+                    claims=[chunk.node, finding.node or ""], job_nodes=job_nodes.get(job.pk) if job else None
+                )
+                node = nodes.get(claim.node) if claim.node else None
+                if claim.refused:
+                    note = message(
+                        claim.refused, node=claim.refused_name[:100], job=job.external_id if job else "—"
+                    )
+                else:
+                    note = message("job_output_only")
+                if node is None and claim.refused is None and job is not None and rank is not None:
+                    if (job.pk, rank) not in rank_nodes:
+                        rank_nodes[(job.pk, rank)] = _node_of_rank(job, rank)
+                    node = rank_nodes[(job.pk, rank)]
             signals.append(
                 FaultSignal(
                     cluster=source.cluster,
@@ -196,6 +224,8 @@ def _signals_from_chunks(
                     occurred_at=occurred,
                     message=finding.text[:1000],
                     location=f"{chunk.stream}@{finding.offset}"[:600],
+                    trusted=kernel_node is not None,
+                    trust_note=note,
                 )
             )
     return signals
@@ -391,6 +421,7 @@ def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, ke
         message=render_english(facts),
         facts=facts,
         location=f"{node.hostname}/gpu{gpu}",
+        trusted=True,
     )
 
 
@@ -413,6 +444,7 @@ def _ecc_signal(cluster, node: Node, gpu: int, at: datetime, new_errors: float) 
         message=render_english(facts),
         facts=facts,
         location=f"{node.hostname}/gpu{gpu}",
+        trusted=True,
     )
 
 
@@ -499,7 +531,12 @@ def _straggler_node(job: Job, since: datetime, now: datetime) -> Node | None:
 
 def _detector_signal(job, signature, category, severity, at, seen_at, node, facts, *, key) -> FaultSignal:
     """A detector's finding about ``job`` that began ``at`` and was complete at ``seen_at``."""
+    # Only the GPUs' own activity comes from a trusted stream (the exporter); slowdowns, loss
+    # spikes and silences are read from the job's output.
+    trusted = signature == "gpus-flat"
     signal = FaultSignal(
+        trusted=trusted,
+        trust_note={} if trusted else message("job_output_only"),
         cluster_id=job.cluster_id,
         evidence_key=f"det:{job.pk}:{key}"[:600],
         source=SignalSource.DETECTOR,
@@ -644,7 +681,11 @@ def _locate(incident: Incident) -> bool:
     if not signals:
         return False
     rank_of = {category: index for index, category in enumerate(ROOT_PRIORITY)}
-    root = min(signals, key=lambda s: (rank_of.get(s.category, len(ROOT_PRIORITY)), s.occurred_at, s.pk))
+    # Job output cannot outrank trusted evidence: with any of it, the cause and place come from it.
+    trusted = [s for s in signals if s.trusted]
+    root = min(
+        trusted or signals, key=lambda s: (rank_of.get(s.category, len(ROOT_PRIORITY)), s.occurred_at, s.pk)
+    )
     reasoning = {
         "root_signal": root.pk,
         "why": "most_fundamental",
@@ -671,12 +712,14 @@ def _locate(incident: Incident) -> bool:
             reasoning["why"] = "silent_ranks"
             reasoning["silent_ranks"] = silent
             decided_at = max(s.detected_at for s in signals if s.category == FaultCategory.NCCL_TIMEOUT_HANG)
-    changed = (incident.category, incident.node_id, incident.rank, incident.code) != (
+    changed = (incident.category, incident.node_id, incident.rank, incident.code, incident.confirmed) != (
         root.category,
         node.pk if node else None,
         rank,
         root.code,
+        bool(trusted),
     )
+    incident.confirmed = bool(trusted)
     incident.category, incident.severity, incident.code = root.category, root.severity, root.code
     incident.title = root.signature_id
     incident.node, incident.rank = node, rank
@@ -709,12 +752,18 @@ def _silent_ranks(job: Job, signals: list[FaultSignal]) -> list[int]:
 def _node_of_rank(job: Job, rank: int) -> Node | None:
     """The node a rank ran on: from its own log chunks, else from the launch layout (ranks are
     laid out node by node over the job's nodes in hostname order, as srun and torchrun do)."""
-    hostname = (
-        LogChunk.objects.filter(job=job, rank=rank).exclude(node="").values_list("node", flat=True).first()
-    )
-    if hostname:
-        return Node.objects.filter(cluster=job.cluster, hostname=hostname).first()
     nodes = list(job.nodes.order_by("hostname"))
+    # A chunk's node is the job's own word (its path, its pushed field): only one of its nodes counts.
+    hostnames = {n.hostname: n for n in nodes}
+    for hostname in (
+        LogChunk.objects.filter(job=job, rank=rank)
+        .exclude(node="")
+        .order_by()
+        .values_list("node", flat=True)
+        .distinct()
+    ):
+        if hostname in hostnames:
+            return hostnames[hostname]
     if not nodes or job.gpu_count % len(nodes):
         return None
     per_node = job.gpu_count // len(nodes)
@@ -792,15 +841,19 @@ def incident_policy_apply(*, incident: Incident, now: datetime | None = None) ->
 
     What does not apply in the incident's state (a node already out, a job that completed) is
     skipped; what applies runs through the actuators, and takes effect only when one really did it.
+    An unconfirmed incident (only the job's own output as evidence) does nothing, and only a node
+    named by trusted evidence is isolated automatically.
     """
     now = now or timezone.now()
     policy = FaultPolicy.objects.filter(category=incident.category).first()
-    if policy is None:
-        return []
+    if policy is None or not incident.confirmed:
+        return []  # a suspicion (job output only) waits for a trusted signal
     done = set(incident.actions.values_list("kind", flat=True))
     can = incident_operations(incident=incident)
+    # Only a node that trusted evidence names is taken out automatically, whatever the job said.
+    node_vouched = incident.signals.filter(trusted=True, node_id=incident.node_id).exists()
     actions = []
-    if policy.isolate_node and ActionKind.ISOLATE_NODE not in done and can[ISOLATE] is None:
+    if policy.isolate_node and ActionKind.ISOLATE_NODE not in done and can[ISOLATE] is None and node_vouched:
         actions += node_isolate(incident=incident, now=now)
     if policy.restart_job and ActionKind.RESTART_JOB not in done and can[RESTART] is None:
         actions += job_restart_request(incident=incident, now=now)

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import BinaryIO
 from zoneinfo import ZoneInfo
 
 import requests
@@ -316,13 +317,33 @@ def sources_due(*, now: datetime | None = None) -> list[int]:
     return due
 
 
-def log_push_receive(*, source: DataSource, body: bytes, now: datetime | None = None) -> SourceRun:
-    """Store NDJSON log lines a shipper pushed, recorded as a run of the push source."""
-    from efficiency.collectors.logpush import parse_ndjson_push
+def log_push_receive(
+    *,
+    source: DataSource,
+    body: BinaryIO,
+    content_length: int | None,
+    content_encoding: str = "",
+    max_bytes: int,
+    now: datetime | None = None,
+) -> SourceRun:
+    """Store NDJSON log lines a shipper pushed, recorded as a run of the push source.
+
+    ``body`` is read here, at most ``max_bytes`` of it, whether or not its length was announced
+    (chunked transfer encoding), then inflated (gzip, deflate) and parsed. A body refused as a
+    whole raises ``PushRefused`` (its HTTP status and reason) after recording a failed run, so
+    the Data sources page shows it too; nothing of it is stored.
+    """
+    from efficiency.collectors.logpush import PushRefused, parse_ndjson_push, push_body_decode, push_body_read
 
     now = now or timezone.now()
     with source_run_record(source, now=now) as recorder:
-        parsed = parse_ndjson_push(body)
+        if content_length is not None and content_length > max_bytes:
+            raise PushRefused(
+                413,
+                f"body of {content_length} bytes, at most {max_bytes}: nothing stored; send smaller batches",
+            )
+        text = push_body_decode(push_body_read(body, max_bytes=max_bytes), content_encoding)
+        parsed = parse_ndjson_push(text)
         result = log_chunks_ingest(source=source, chunks=parsed.records, now=now)
         recorder.add(result, parse_rejected=parsed.rejected)
         recorder.watermark = now

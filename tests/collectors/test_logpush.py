@@ -1,6 +1,13 @@
+import gzip
+import io
 import json
+import zlib
 
-from efficiency.collectors.logpush import parse_ndjson_push
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from efficiency.collectors.logpush import PushRefused, parse_ndjson_push, push_body_decode, push_body_read
 
 MiB = 1024 * 1024
 
@@ -108,14 +115,20 @@ def test_invalid_utf8_lines_are_rejected_and_the_others_kept():
     assert "\ufffd" in outcome.rejected[0].excerpt
 
 
-def test_too_many_records_keeps_the_first_and_says_how_many_were_dropped():
+def test_a_body_of_too_many_lines_is_refused_whole_with_413_not_cut_short():
     body = ndjson(*(line(2 * n, "x") for n in range(10)))
-    outcome = parse_ndjson_push(body, max_records=4)
+
+    with pytest.raises(PushRefused) as refused:
+        parse_ndjson_push(body, max_records=4)
+
+    assert refused.value.status == 413
+    assert refused.value.reason == "10 lines in one body, at most 4: nothing stored; send smaller batches"
+
+
+def test_a_body_of_exactly_the_most_lines_is_taken_whole():
+    outcome = parse_ndjson_push(ndjson(*(line(2 * n, "x") for n in range(4))) + b"\n\n", max_records=4)
 
     assert [c.line_count for c in outcome.records] == [4]
-    assert [(r.reason, r.line_no) for r in outcome.rejected] == [
-        ("too many records: kept the first 4, dropped 6 lines", 5)
-    ]
 
 
 def test_rejections_past_the_limit_are_counted_not_listed():
@@ -209,3 +222,86 @@ def test_file_id_and_null_optional_fields_are_honoured():
 
     [chunk] = outcome.records
     assert (chunk.file_id, chunk.job_external_id, chunk.node, chunk.rank) == ("2049:131", "", "", None)
+
+
+# --- The body as it comes over HTTP: read bounded, inflated bounded ------------------------------
+
+
+def test_a_body_of_unknown_length_is_read_to_its_end():
+    body = ndjson(*(line(2 * n, "x") for n in range(5000)))
+
+    assert push_body_read(io.BytesIO(body), max_bytes=len(body)) == body
+
+
+def test_a_body_of_unknown_length_past_the_limit_is_413_after_reading_one_byte_more():
+    stream = io.BytesIO(b"x" * 10_000_000)
+
+    with pytest.raises(PushRefused) as refused:
+        push_body_read(stream, max_bytes=1000)
+
+    assert refused.value.status == 413
+    assert "larger than 1000 bytes" in refused.value.reason
+    assert stream.tell() == 1001
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "GZIP", "gzip, identity"])
+def test_a_gzip_body_is_inflated(encoding):
+    body = ndjson(line(0, "损失 2.5"), line(11, "step 2"))
+
+    assert push_body_decode(gzip.compress(body), encoding) == body
+
+
+def test_a_deflate_body_and_an_identity_body_are_read():
+    body = ndjson(line(0, "a"))
+
+    assert push_body_decode(zlib.compress(body), "deflate") == body
+    assert push_body_decode(body, "identity") == push_body_decode(body, "") == body
+
+
+def test_concatenated_gzip_members_are_all_read():
+    first, second = ndjson(line(0, "a")), ndjson(line(2, "b"))
+
+    assert push_body_decode(gzip.compress(first) + gzip.compress(second), "gzip") == first + second
+
+
+def test_a_gzip_bomb_is_413_without_inflating_it():
+    bomb = gzip.compress(b"\n" * (64 * MiB), compresslevel=9)  # 64 KiB on the wire
+    assert len(bomb) < 100_000
+
+    with pytest.raises(PushRefused) as refused:
+        push_body_decode(bomb, "gzip", max_decoded_bytes=MiB)
+
+    assert refused.value.status == 413
+    assert f"more than {MiB} bytes" in refused.value.reason
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"not gzip at all", "not valid gzip"),
+        (gzip.compress(b"x" * 1000)[:-12], "truncated"),
+    ],
+)
+def test_a_corrupt_or_truncated_gzip_body_is_400_with_the_reason(body, reason):
+    with pytest.raises(PushRefused) as refused:
+        push_body_decode(body, "gzip")
+
+    assert refused.value.status == 400
+    assert reason in refused.value.reason
+
+
+def test_an_encoding_we_do_not_inflate_is_415_naming_what_we_take():
+    with pytest.raises(PushRefused) as refused:
+        push_body_decode(b"(\xb5/\xfd", "zstd")
+
+    assert refused.value.status == 415
+    assert "gzip, deflate" in refused.value.reason
+
+
+@given(st.binary(max_size=4096), st.integers(min_value=1, max_value=4096))
+def test_inflating_never_returns_more_than_the_limit(payload, limit):
+    if len(payload) <= limit:
+        assert push_body_decode(gzip.compress(payload), "gzip", max_decoded_bytes=limit) == payload
+    else:
+        with pytest.raises(PushRefused, match="inflates to more than"):
+            push_body_decode(gzip.compress(payload), "gzip", max_decoded_bytes=limit)

@@ -1,11 +1,13 @@
 """The NDJSON log push endpoint: authenticated, idempotent, bad lines rejected one by one."""
 
+import gzip
 import json
 
 import pytest
 from django.contrib.auth.models import Permission
 from rest_framework.authtoken.models import Token
 
+from efficiency.choices import RunStatus
 from efficiency.models import LogChunk, SourceRun
 from tests.factories import UserFactory
 
@@ -76,3 +78,88 @@ def test_pushing_to_a_source_of_another_kind_is_404(client, org, shipper):
     org.source.kind = "log_files"
     org.source.save()
     assert post(client, org, b"", shipper).status_code == 404
+
+
+# --- Every loss has a status a shipper acts on (Fluent Bit retries anything but 200-205; Vector
+# retries 408, 429 and 5xx and reports the rest) -------------------------------------------------
+
+
+def lines(count: int, stream: str = "/var/log/job-7/rank-0.log") -> bytes:
+    return ndjson(
+        *({"stream": stream, "offset": 11 * n, "line": f"step {n:05d}", "job": "7"} for n in range(count))
+    )
+
+
+def test_a_gzip_body_is_stored_like_a_plain_one(client, org, shipper):
+    answer = client.post(
+        f"/api/v1/sources/{org.source.pk}/logs/", data=gzip.compress(lines(3)),
+        content_type="application/x-ndjson", HTTP_CONTENT_ENCODING="gzip",
+        HTTP_AUTHORIZATION=f"Token {shipper}",
+    )  # fmt: skip
+    assert answer.status_code == 200
+    assert (answer.json()["status"], answer.json()["rejected"]) == ("ok", 0)
+    assert LogChunk.objects.get().text == "step 00000\nstep 00001\nstep 00002\n"
+
+
+def test_a_body_over_the_limit_is_413_with_the_reason_in_json_and_a_failed_run(
+    client, org, shipper, settings
+):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    answer = post(client, org, lines(200), shipper)
+    assert answer.status_code == 413
+    assert answer["Content-Type"] == "application/json"
+    assert "at most 1000" in answer.json()["detail"]
+    assert not LogChunk.objects.exists()
+    run = SourceRun.objects.get(source=org.source)
+    assert run.status == RunStatus.FAILED
+    assert "at most 1000" in run.message
+
+
+def test_a_gzip_bomb_is_413_and_stores_nothing(client, org, shipper):
+    bomb = gzip.compress(b" " * (40 * 1024 * 1024))
+    answer = client.post(
+        f"/api/v1/sources/{org.source.pk}/logs/", data=bomb, content_type="application/x-ndjson",
+        HTTP_CONTENT_ENCODING="gzip", HTTP_AUTHORIZATION=f"Token {shipper}",
+    )  # fmt: skip
+    assert answer.status_code == 413
+    assert "inflates to more than" in answer.json()["detail"]
+    assert not LogChunk.objects.exists()
+
+
+def test_more_than_50000_lines_is_413_and_nothing_is_dropped_silently(client, org, shipper, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 20 * 1024 * 1024
+    answer = post(client, org, lines(50_001), shipper)
+    assert answer.status_code == 413
+    assert answer.json()["detail"].startswith("50001 lines in one body, at most 50000")
+    assert not LogChunk.objects.exists()
+
+
+def test_a_body_with_no_good_line_is_400_with_every_reason(client, org, shipper):
+    answer = post(client, org, ndjson("{not json", {"stream": "s", "offset": -1, "line": "x"}), shipper)
+    assert answer.status_code == 400
+    assert [(r["line"], r["reason"][:12]) for r in answer.json()["rejects"]] == [
+        (1, "invalid JSON"),
+        (2, "'offset' out"),
+    ]
+
+
+def test_an_empty_body_is_200_with_nothing_received_and_nothing_lost(client, org, shipper):
+    # A body that really is empty: nothing was sent, so nothing is lost (a chunked body is read,
+    # tests/api/test_log_push_http.py).
+    answer = post(client, org, b"", shipper)
+    assert answer.status_code == 200
+    assert (answer.json()["received"], answer.json()["rejected"]) == (0, 0)
+
+
+def test_a_retry_of_stored_lines_is_200_not_400(client, org, shipper):
+    post(client, org, lines(2), shipper)
+    again = post(client, org, lines(2), shipper)
+    assert (again.status_code, again.json()["duplicates"]) == (200, 1)
+
+
+def test_an_encoding_we_do_not_inflate_is_415(client, org, shipper):
+    answer = client.post(
+        f"/api/v1/sources/{org.source.pk}/logs/", data=b"(\xb5/\xfd", content_type="application/x-ndjson",
+        HTTP_CONTENT_ENCODING="zstd", HTTP_AUTHORIZATION=f"Token {shipper}",
+    )  # fmt: skip
+    assert answer.status_code == 415

@@ -28,6 +28,7 @@ def incidents(org):
             category=category, severity="critical", code=code, job=job, department=dept, node=node,
             occurred_at=at, detected_at=at + timedelta(seconds=20), incident=incident,
             message=f"NVRM: Xid (PCI:0000:18:00): {code}, pid=1234, name=python",
+            location=f"kern/{node.hostname}.log@0", trusted=True,  # the node's kernel log
         )  # fmt: skip
         return incident
 
