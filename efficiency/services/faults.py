@@ -39,6 +39,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from efficiency.actuators import ActionRequest, actuator_from_config
+from efficiency.analysis.faults import trust
 from efficiency.analysis.faults.detectors import (
     SPIKE,
     detect_flat_gpus,
@@ -841,13 +842,17 @@ def incident_policy_apply(*, incident: Incident, now: datetime | None = None) ->
 
     What does not apply in the incident's state (a node already out, a job that completed) is
     skipped; what applies runs through the actuators, and takes effect only when one really did it.
-    An unconfirmed incident (only the job's own output as evidence) does nothing, and only a node
-    named by trusted evidence is isolated automatically.
+    An unconfirmed incident (only the job's own output as evidence) of the machine (GPU, ECC,
+    NVLink, network) does nothing; one of the job itself (NCCL timeout, OOM, NaN loss, …) may
+    requeue that same job and notify, but never acts on a node. Only a node named by trusted
+    evidence is isolated automatically.
     """
     now = now or timezone.now()
     policy = FaultPolicy.objects.filter(category=incident.category).first()
-    if policy is None or not incident.confirmed:
-        return []  # a suspicion (job output only) waits for a trusted signal
+    if policy is None:
+        return []
+    if not incident.confirmed and not trust.job_output_may_restart(incident.category):
+        return []  # a suspicion of the machine waits for a trusted signal
     done = set(incident.actions.values_list("kind", flat=True))
     can = incident_operations(incident=incident)
     # Only a node that trusted evidence names is taken out automatically, whatever the job said.

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
+from efficiency.analysis.faults import trust
 from efficiency.choices import ActionKind, NodeState, SourceKind
 from efficiency.models import (
     DataSource,
@@ -150,6 +151,24 @@ def push_line(org, text: str, *, job, node: str, offset: int = 0, at=T0) -> LogC
     )  # fmt: skip
 
 
+# basicsr-737 (tests/fixtures/logs/examples.tsv): a real NCCL watchdog timeout from a job's rank log.
+NCCL_TIMEOUT = next(line for line in REAL_LINES if "Watchdog caught collective operation timeout" in line)
+
+
+def test_a_fault_of_the_job_itself_in_its_own_output_requeues_that_job_and_touches_no_node(world):
+    push_line(world, NCCL_TIMEOUT, job=world.job_a, node="gpu-a01")
+    faults.fault_scan_source(source=world.source, now=T0 + timedelta(seconds=10))
+    act_on_everything(world, T0 + timedelta(seconds=10))
+
+    incident = Incident.objects.get()
+    assert incident.category == "nccl_timeout_hang"
+    assert incident.confirmed is False
+    assert incident.job == world.job_a
+    assert set(incident.actions.values_list("kind", flat=True)) == {ActionKind.RESTART_JOB, ActionKind.NOTIFY}
+    assert set(Node.objects.values_list("state", flat=True)) == {NodeState.ACTIVE}
+    assert not NodeStateChange.objects.exists()
+
+
 def test_job_output_about_its_own_node_waits_for_the_kernel_then_the_policy_acts(org):
     faults.fault_policies_ensure()
     running_job(org.job_a)
@@ -274,7 +293,15 @@ def test_no_content_of_a_job_output_stream_changes_a_node_or_takes_an_action(wor
         faults.fault_detect_jobs(cluster=world.cluster, now=T0 + timedelta(minutes=30))
         act_on_everything(world, T0 + timedelta(minutes=30))
 
-        assert_nothing_was_done(world)
+        # No node changes and nothing acts on a machine; a fault of the job itself may requeue
+        # only the job whose output it is.
+        assert set(Node.objects.values_list("state", flat=True)) == {NodeState.ACTIVE}
+        assert not NodeStateChange.objects.exists()
+        assert not Incident.objects.filter(confirmed=True).exists()
+        for action in IncidentAction.objects.select_related("incident"):
+            assert action.kind in {ActionKind.RESTART_JOB, ActionKind.NOTIFY}
+            assert trust.job_output_may_restart(action.incident.category)
+            assert action.incident.signals.filter(job=action.incident.job).exists()
         assert not FaultSignal.objects.filter(trusted=True).exists()
         for signal in FaultSignal.objects.exclude(node=None).select_related("job"):
             # A node job output names is always one of its job's nodes.

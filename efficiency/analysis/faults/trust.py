@@ -69,3 +69,14 @@ def job_output_node(*, claims: list[str], job_nodes: frozenset[str] | None) -> N
         if claim not in job_nodes:
             return NodeClaim(node=None, refused=NODE_NOT_OF_JOB, refused_name=claim)
     return NodeClaim(node=named[-1])
+
+
+# Faults of the machine: only trusted evidence (a node's kernel log, the exporter) may act on them.
+# Every other category is a fault of the job itself (NCCL timeout, CUDA OOM, NaN loss, …), whose
+# evidence is by nature the job's own output: it may requeue that job, never touch a node.
+MACHINE_CATEGORIES = frozenset({"hardware_gpu", "hardware_memory_ecc", "nvlink", "network_rdma"})
+
+
+def job_output_may_restart(category: str) -> bool:
+    """Whether a fault seen only in a job's own output may requeue that job (never a node action)."""
+    return category not in MACHINE_CATEGORIES
