@@ -67,6 +67,10 @@ class Client:
         """Queue ``task`` and return at once (the worker may be killed before it finishes)."""
         self._run(f"{self._apply(task, args)}")
 
+    def send_each(self, task: str, ids: list[int]) -> None:
+        """Queue ``task`` once per id from one process, as beat's collect-due-sources task does."""
+        self._run("; ".join(self._apply(task, (pk,)) for pk in ids))
+
     def call(self, task: str, *args: object, timeout_s: float = WAIT_S) -> dict:
         """Queue ``task`` and return its result."""
         out = self._run(f"import json; print(json.dumps({self._apply(task, args)}.get(timeout={timeout_s})))")
