@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -159,13 +160,15 @@ PG_BIN = Path(os.environ.get("PORTAL_PG_BIN", "/usr/lib/postgresql/15/bin"))
 class PostgresCluster:
     """A throwaway PostgreSQL cluster (initdb + pg_ctl) on its own port, restartable in place.
 
-    initdb refuses to run as root: as root the cluster belongs to the ``postgres`` user.
+    initdb refuses to run as root: as root the cluster belongs to the ``postgres`` user, in a
+    directory of its own under the system's temporary directory (pytest's is private to root).
     """
 
-    def __init__(self, directory: Path, port: int) -> None:
-        self.directory, self.port = directory, port
-        self.data = directory / "data"
+    def __init__(self, port: int) -> None:
+        self.port = port
         self.user = "postgres" if os.geteuid() == 0 else None
+        self.directory = Path(tempfile.mkdtemp(prefix="portal-pg-"))
+        self.data = self.directory / "data"
 
     @property
     def url(self) -> str:
@@ -179,19 +182,16 @@ class PostgresCluster:
         assert result.returncode == 0, f"{argv[0]} failed: {result.stdout}{result.stderr}"
 
     def init(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
         if self.user:
             shutil.chown(self.directory, self.user)
-            os.chmod(self.directory, 0o755)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
         self.start()
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "portal")
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(
-            "pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.directory / "pg.log"), "-w", "start"
-        )
+        log = str(self.directory / "pg.log")
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
 
     def stop(self, mode: str = "fast") -> None:
         """``fast``: the server ends every session (as a restart for a minor upgrade does)."""
@@ -200,6 +200,7 @@ class PostgresCluster:
     def destroy(self) -> None:
         if (self.data / "postmaster.pid").exists():
             self.stop("immediate")
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def require_initdb() -> None:
