@@ -4,12 +4,14 @@ locust (headless). Prints p50 / p95 per page beside the 1 s target, and the erro
     # once: the demo organisation and its history in a PostgreSQL database of its own
     export DATABASE_URL=postgres://postgres@127.0.0.1:5432/portal_bench
     .venv/bin/python manage.py migrate
-    .venv/bin/python manage.py demo_setup --password bench-pass
+    .venv/bin/python manage.py demo_setup
     .venv/bin/python manage.py simulate backfill --days 7
     # the run
     .venv/bin/python bench/load_dashboards.py [--users 50] [--seconds 60] [--web-workers 4]
 
-The users and pages are in ``bench/locustfile_dashboards.py``. Locust runs on the same machine as
+The users and pages are in ``bench/locustfile_dashboards.py``. The users are signed in before the
+clock starts (sessions made here, as a login makes them), so the minute measures the dashboards
+and not 50 password hashes. Locust runs on the same machine as
 gunicorn and PostgreSQL, so the figures include its own CPU use; the machine's CPU count and load
 are printed with them.
 """
@@ -50,6 +52,49 @@ def _wait_up(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None
     raise SystemExit(f"gunicorn did not answer {url} within {timeout_s:.0f} s")
 
 
+# (username, the department whose page the user reads): heads read their own department.
+LOGINS = [("admin", "vision"), ("committee", "radar"), ("head-vision", "vision"), ("head-radar", "radar")]
+
+
+def _sessions(count: int) -> tuple[str, str]:
+    """Sign ``count`` users in beforehand (sessions in the database, as a login makes them):
+    "username department key" lines for the locustfile, and the session cookie's name."""
+    import django
+
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    django.setup()
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    backend = "django.contrib.auth.backends.ModelBackend"
+    if backend not in settings.AUTHENTICATION_BACKENDS:
+        backend = settings.AUTHENTICATION_BACKENDS[-1]
+    users = {
+        user.username: user for user in get_user_model().objects.filter(username__in=[u for u, _ in LOGINS])
+    }
+    missing = sorted({u for u, _ in LOGINS} - set(users))
+    if missing:
+        raise SystemExit(f"no demo login {', '.join(missing)}: run manage.py demo_setup first (see --help)")
+    lines = []
+    for number in range(count):
+        username, department = LOGINS[number % len(LOGINS)]
+        session = store()
+        session.update(
+            {
+                SESSION_KEY: str(users[username].pk),
+                BACKEND_SESSION_KEY: backend,
+                HASH_SESSION_KEY: users[username].get_session_auth_hash(),
+            }
+        )
+        session.create()
+        lines.append(f"{username} {department} {session.session_key}")
+    return "\n".join(lines), settings.SESSION_COOKIE_NAME
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -58,14 +103,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second")
     parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes")
-    parser.add_argument("--password", default=os.environ.get("BENCH_PASSWORD", "bench-pass"))
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("set DATABASE_URL to the PostgreSQL database with the demo data (see --help)")
 
     port = _free_port()
     host = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "BENCH_PASSWORD": args.password}
+    sessions, cookie = _sessions(args.users)
+    env = {**os.environ, "BENCH_SESSIONS": sessions, "BENCH_SESSION_COOKIE": cookie}
     with tempfile.TemporaryDirectory() as scratch:
         gunicorn = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}",
@@ -74,6 +119,8 @@ def main() -> int:
         )  # fmt: skip
         try:
             _wait_up(f"{host}/login/", gunicorn)
+            for _ in range(args.web_workers * 2):  # each worker's imports and first queries, before the clock
+                requests.get(f"{host}/", cookies={cookie: sessions.split()[2]}, timeout=60)
             load_before = os.getloadavg()[0]
             started = time.monotonic()
             locust = subprocess.run(
