@@ -95,6 +95,20 @@ def _sessions(count: int) -> tuple[str, str]:
     return "\n".join(lines), settings.SESSION_COOKIE_NAME
 
 
+def _cpu_s(process: subprocess.Popen) -> float:
+    """CPU seconds (user + system) used so far by gunicorn's worker processes."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process(process.pid).children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -122,6 +136,7 @@ def main() -> int:
             for _ in range(args.web_workers * 2):  # each worker's imports and first queries, before the clock
                 requests.get(f"{host}/", cookies={cookie: sessions.split()[2]}, timeout=60)
             load_before = os.getloadavg()[0]
+            cpu_before = _cpu_s(gunicorn)
             started = time.monotonic()
             locust = subprocess.run(
                 [sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "locustfile_dashboards.py"),
@@ -132,6 +147,7 @@ def main() -> int:
             )  # fmt: skip
             wall_s = time.monotonic() - started
             load_after = os.getloadavg()[0]
+            web_cpu_s = _cpu_s(gunicorn) - cpu_before
         finally:
             gunicorn.terminate()
             gunicorn.wait(timeout=30)
@@ -166,6 +182,13 @@ def main() -> int:
     ratio = float(total["95%"]) / TARGET_P95_MS
     print(f"\nall pages: {errors} errors, p50 {float(total['50%']):.0f} ms, p95 {float(total['95%']):.0f} ms "
           f"= {ratio:.2f} x the 1 s target; {float(total['Requests/s']):.1f} requests/s")  # fmt: skip
+    # What the pages cost the web server, whatever else the machine was doing: the CPU the
+    # gunicorn workers used per request, and the request rate that CPU would allow per free core.
+    cpu_ms = 1000 * web_cpu_s / max(1, int(total["Request Count"]))
+    print(
+        f"web server CPU: {web_cpu_s:.0f} s for {total['Request Count']} requests = {cpu_ms:.0f} ms a page "
+        f"(~{1000 / cpu_ms:.1f} pages/s per free core, PostgreSQL not included)"
+    )
     return 1 if errors or ratio > 1 else 0
 
 
