@@ -139,6 +139,8 @@ def test_a_source_held_by_another_worker_is_skipped(cluster):
         with psycopg.connect(database_url_for_processes(), autocommit=True) as other_worker:
             other_worker.execute("SELECT pg_advisory_lock(%s, %s)", [SOURCE_LOCK_SPACE, source.pk])
             assert source_collect(source_id=source.pk, now=NOW + timedelta(minutes=1)) is None
+            # (A closed session's locks go when its server process has ended, a moment later.)
+            other_worker.execute("SELECT pg_advisory_unlock(%s, %s)", [SOURCE_LOCK_SPACE, source.pk])
         assert source_collect(source_id=source.pk, now=NOW + timedelta(minutes=1)) is not None
         return
     assert source_collect(source_id=source.pk, now=NOW + timedelta(minutes=1)) is None
