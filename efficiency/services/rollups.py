@@ -24,7 +24,6 @@ from efficiency.models import (
     ScopeHour,
     SourceRun,
 )
-from efficiency.services.ingest import dirty_hours_mark
 
 logger = logging.getLogger(__name__)
 HOURS_PER_BATCH = 48
@@ -33,27 +32,31 @@ HOURS_PER_BATCH = 48
 def rollups_refresh(*, now: datetime | None = None, max_hours: int = 2000) -> int:
     """Recompute every hour marked dirty (up to ``max_hours``); returns how many were done.
 
-    Hours are claimed by deleting their marks in the same transaction that reads them, so two
-    workers never compute the same hour twice at once; a failure puts the marks back.
+    A batch of hours is claimed by locking and deleting its marks in the transaction that writes
+    its rollups: a worker killed half-way (SIGKILL, OOM, lost connection) rolls back its batch and
+    the marks with it, so the next run does those hours again; ``skip_locked`` keeps two workers
+    from computing the same hour at once, and a failure leaves the marks in place.
     """
     now = now or timezone.now()
-    with transaction.atomic():
-        marks = RollupDirtyHour.objects.order_by("hour")
-        if connection.features.has_select_for_update_skip_locked:
-            marks = marks.select_for_update(skip_locked=True)
-        claimed = list(marks.values_list("pk", "cluster_id", "hour")[:max_hours])
-        RollupDirtyHour.objects.filter(pk__in=[pk for pk, _, _ in claimed]).delete()
-    by_cluster: dict[int, list[datetime]] = defaultdict(list)
-    for _, cluster_id, hour in claimed:
-        by_cluster[cluster_id].append(hour)
-    for cluster_id, hours in by_cluster.items():
-        cluster = Cluster.objects.get(pk=cluster_id)
-        try:
-            rollup_hours_compute(cluster=cluster, hours=hours, now=now)
-        except Exception:
-            dirty_hours_mark(cluster=cluster, hours=hours, now=now)
-            raise
-    return len(claimed)
+    done = 0
+    while done < max_hours:
+        with transaction.atomic():
+            marks = RollupDirtyHour.objects.order_by("hour")
+            if connection.features.has_select_for_update_skip_locked:
+                marks = marks.select_for_update(skip_locked=True)
+            claimed = list(
+                marks.values_list("pk", "cluster_id", "hour")[: min(HOURS_PER_BATCH, max_hours - done)]
+            )
+            if not claimed:
+                break
+            RollupDirtyHour.objects.filter(pk__in=[pk for pk, _, _ in claimed]).delete()
+            by_cluster: dict[int, list[datetime]] = defaultdict(list)
+            for _, cluster_id, hour in claimed:
+                by_cluster[cluster_id].append(hour)
+            for cluster_id, hours in by_cluster.items():
+                rollup_hours_compute(cluster=Cluster.objects.get(pk=cluster_id), hours=hours, now=now)
+        done += len(claimed)
+    return done
 
 
 def rollup_hours_compute(*, cluster: Cluster, hours: list[datetime], now: datetime) -> None:

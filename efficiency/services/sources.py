@@ -17,7 +17,7 @@ from typing import BinaryIO
 from zoneinfo import ZoneInfo
 
 import requests
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 KEPT_REJECTS = 20
 LEASE = timedelta(minutes=15)
 INITIAL_BACKFILL = timedelta(days=7)  # how far back a new source starts
+SOURCE_LOCK_SPACE = 0x50524F  # first key of the sources' advisory locks (the second is the id)
 
 
 class SourceConfigError(ValueError):
@@ -67,11 +68,34 @@ class RunRecorder:
 
 
 def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
-    """Take the source for this run, unless another worker holds a fresh lease on it."""
-    claimed = DataSource.objects.filter(
-        Q(running_since__isnull=True) | Q(running_since__lt=now - LEASE), pk=source_id, enabled=True
-    ).update(running_since=now, last_attempt_at=now)
-    return DataSource.objects.select_related("cluster").get(pk=source_id) if claimed else None
+    """Take the source for this run, unless another worker holds it.
+
+    On PostgreSQL the run also holds a session advisory lock, which the server drops as soon as
+    the holder's connection goes: a worker killed half-way (SIGKILL, OOM) leaves ``running_since``
+    set, and the lock tells that it is a dead run's, so the next run takes the source at once
+    instead of waiting out the lease (which still keeps runs apart on SQLite).
+    """
+    free = Q(running_since__isnull=True) | Q(running_since__lt=now - LEASE)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [SOURCE_LOCK_SPACE, source_id])
+            if not cursor.fetchone()[0]:
+                return None
+        free = Q()
+    claimed = DataSource.objects.filter(free, pk=source_id, enabled=True).update(
+        running_since=now, last_attempt_at=now
+    )
+    if not claimed:
+        source_release(source_id=source_id)
+        return None
+    return DataSource.objects.select_related("cluster").get(pk=source_id)
+
+
+def source_release(*, source_id: int) -> None:
+    """Drop the advisory lock ``source_claim`` took (``running_since`` is cleared with the run)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [SOURCE_LOCK_SPACE, source_id])
 
 
 @contextmanager
@@ -127,10 +151,13 @@ def source_collect(*, source_id: int, now: datetime | None = None) -> SourceRun 
     if source is None:
         return None
     collector = _COLLECTORS.get(source.kind)
-    with source_run_record(source, now=now) as recorder:
-        if collector is None:
-            raise SourceConfigError(f"{source.get_kind_display()} sources are not collected periodically")
-        collector(source, recorder, now)
+    try:
+        with source_run_record(source, now=now) as recorder:
+            if collector is None:
+                raise SourceConfigError(f"{source.get_kind_display()} sources are not collected periodically")
+            collector(source, recorder, now)
+    finally:
+        source_release(source_id=source_id)
     return recorder.run
 
 

@@ -5,13 +5,22 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from efficiency.choices import JobState, MappingKind, RunStatus, SourceKind
 from efficiency.models import DataSource, GpuSample, Job, LogChunk, SourceRun
-from efficiency.services.sources import SourceConfigError, SourceUnavailable, source_collect, sources_due
+from efficiency.services.sources import (
+    SOURCE_LOCK_SPACE,
+    SourceConfigError,
+    SourceUnavailable,
+    source_collect,
+    sources_due,
+)
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
+from tests.reliability.processes import database_url_for_processes
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -124,6 +133,16 @@ def test_a_source_held_by_another_worker_is_skipped(cluster):
     source = DataSource.objects.create(
         cluster=cluster, kind=SourceKind.DCGM_SCRAPE, name="dcgm", config={"urls": []}, running_since=NOW
     )
+    if connection.vendor == "postgresql":
+        # The holder is a live session with the source's advisory lock; once it is gone (a killed
+        # worker's connection closes) the source is taken at once, whatever running_since says.
+        with psycopg.connect(database_url_for_processes(), autocommit=True) as other_worker:
+            other_worker.execute("SELECT pg_advisory_lock(%s, %s)", [SOURCE_LOCK_SPACE, source.pk])
+            assert source_collect(source_id=source.pk, now=NOW + timedelta(minutes=1)) is None
+            # (A closed session's locks go when its server process has ended, a moment later.)
+            other_worker.execute("SELECT pg_advisory_unlock(%s, %s)", [SOURCE_LOCK_SPACE, source.pk])
+        assert source_collect(source_id=source.pk, now=NOW + timedelta(minutes=1)) is not None
+        return
     assert source_collect(source_id=source.pk, now=NOW + timedelta(minutes=1)) is None
     # A lease older than 15 minutes is considered abandoned (a killed worker) and taken over.
     assert source_collect(source_id=source.pk, now=NOW + timedelta(minutes=20)) is not None

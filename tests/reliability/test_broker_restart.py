@@ -1,0 +1,82 @@
+"""The broker (Redis) restarted in the middle of a run of tasks: the worker reconnects by itself,
+every queued task runs, nothing is lost.
+
+The test runs a Redis server of its own (so it can restart it without disturbing anything else),
+queues one log collection per source, restarts Redis after the first few and checks that every
+source was collected. Redis keeps its queue over a restart with its default persistence (a
+snapshot on a clean shutdown); a Redis without persistence would lose the queued messages.
+"""
+
+import time
+
+import pytest
+import redis
+
+from efficiency.choices import RunStatus, SourceKind
+from efficiency.models import DataSource, LogChunk, SourceRun
+from tests.factories import ClusterFactory
+from tests.reliability.processes import (
+    Client,
+    RedisServer,
+    database_url_for_processes,
+    free_port,
+    new_queue,
+    require_postgresql,
+    require_redis_server,
+    wait_for,
+    worker_process,
+)
+from tests.workers import worker_env
+
+pytestmark = pytest.mark.broker
+
+SOURCES = 16
+DOWN_S = 3.0
+
+
+def test_work_resumes_after_the_broker_restarts_and_nothing_is_lost(transactional_db, tmp_path):
+    require_postgresql()
+    require_redis_server()
+    cluster = ClusterFactory(slug="broker-restart")
+    sources = []
+    for number in range(SOURCES):
+        logs = tmp_path / "logs" / f"s{number}" / f"{7000 + number}"
+        logs.mkdir(parents=True)
+        (logs / "rank-0.log").write_text(f"iteration {number} | lm loss: 1.5\n")
+        sources.append(
+            DataSource.objects.create(
+                cluster=cluster,
+                kind=SourceKind.LOG_FILES,
+                name=f"logs-{number}",
+                config={"root": str(tmp_path / "logs" / f"s{number}")},
+            )
+        )
+    broker = RedisServer(tmp_path / "redis", free_port())
+    broker.start()
+    try:
+        env = worker_env(database_url_for_processes(), tmp_path / "var")
+        env["CELERY_BROKER_URL"] = broker.url
+        queue = new_queue("broker-restart")
+        client = Client(env, queue)
+        with worker_process(env, queue) as worker:
+            client.send_each("collect_source_task", [source.pk for source in sources])
+            wait_for(lambda: SourceRun.objects.count() >= 3, what="the first collections")
+            queued = redis.Redis.from_url(broker.url).llen(queue)
+            assert queued > 0, "every task ran before the restart: nothing was tested"
+            broker.stop()
+            time.sleep(DOWN_S)
+            broker.start()
+            wait_for(
+                lambda: LogChunk.objects.filter(source__cluster=cluster).count() == SOURCES,
+                what="every source to be collected after the broker came back",
+                timeout_s=120,
+            )
+            # The worker also takes new work after the restart, and results come back through Redis.
+            assert client.call("ping_task", "after-restart")["pong"] == "after-restart"
+            assert worker.poll() is None, "the worker had to be restarted"
+    finally:
+        broker.stop()
+    chunks = LogChunk.objects.filter(source__cluster=cluster)
+    assert sorted(chunks.values_list("source_id", flat=True)) == sorted(s.pk for s in sources)  # each once
+    assert not SourceRun.objects.exclude(status=RunStatus.OK).exists()
+    print(f"{queued} of {SOURCES} tasks were queued when Redis stopped for {DOWN_S:.0f} s; all ran once")
