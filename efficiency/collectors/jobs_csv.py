@@ -187,7 +187,10 @@ def _time(cells: Mapping[str, str], column: str, default_timezone: tzinfo) -> da
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=default_timezone)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise _BadCell(f"column {column!r}: value {value!r} is out of range in UTC") from None
 
 
 def _node_names(value: str) -> tuple[str, ...]:

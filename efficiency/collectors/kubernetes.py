@@ -369,7 +369,10 @@ def _timestamp(container: Mapping[str, Any], key: str, where: str = "") -> datet
         raise _BadItem(f"{where}{key} {value!r} is not an RFC 3339 timestamp") from None
     if parsed.tzinfo is None:
         raise _BadItem(f"{where}{key} {value!r} has no time zone")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise _BadItem(f"{where}{key} {value!r} is out of range in UTC") from None
 
 
 def _count(container: Mapping[str, Any], key: str, default: int = 0) -> int:

@@ -345,7 +345,10 @@ def _slurm_time(text: str, timezone: tzinfo, column: str) -> datetime | None:
         raise _BadRow(f"{column} {value!r} is not a Slurm time (YYYY-MM-DDTHH:MM:SS)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise _BadRow(f"{column} {value!r} is out of range in UTC") from None
 
 
 def _slurm_time_text(moment: datetime, timezone: tzinfo) -> str:

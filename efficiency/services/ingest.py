@@ -17,7 +17,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from efficiency.choices import JobState, MappingKind, SourceKind
-from efficiency.collectors.records import GpuReading, JobRecord, LogChunk, Rejected, excerpt
+from efficiency.collectors.records import (
+    GpuReading,
+    JobRecord,
+    LogChunk,
+    Rejected,
+    excerpt,
+    job_record_check,
+)
 from efficiency.models import Cluster, Department, DepartmentMapping, Job, RollupDirtyHour
 from efficiency.models import LogChunk as LogChunkRow
 
@@ -278,20 +285,28 @@ def jobs_ingest(
       account / namespace; an unmapped job is stored without one and reported as a warning;
     - a finished job is never turned back into a pending or running one by an older record
       arriving late;
-    - nodes are linked by hostname; unknown hostnames are reported as warnings.
+    - nodes are linked by hostname; unknown hostnames are reported as warnings;
+    - a record the raw store cannot hold (``job_record_check``: a GPU count past the column's
+      range, a date in year 9999, ...) is rejected with its reason and the rest is stored; text
+      longer than its column is cut to fit and reported as a warning.
     """
     now = now or timezone.now()
     result = IngestResult()
     records = list(records)
     result.received = len(records)
+    checked = []
+    for record in records:
+        check = job_record_check(record, now=now)
+        if check.record is None:
+            result.reject(check.problem, record.external_id)
+            continue
+        result.warnings.extend(Rejected(reason=warning) for warning in check.warnings)
+        checked.append(check.record)
     resolver = _DepartmentResolver(cluster)
     kinds = _MAPPING_KIND.get(source, [MappingKind.SLURM_ACCOUNT, MappingKind.K8S_NAMESPACE])
     node_ids = dict(cluster.nodes.values_list("hostname", "pk"))
     latest: dict[str, JobRecord] = {}
-    for record in records:
-        if not record.external_id or len(record.external_id) > 200:
-            result.reject("job id is empty or longer than 200 characters", record.external_id)
-            continue
+    for record in checked:
         if record.external_id in latest:
             result.duplicates += 1
         latest[record.external_id] = record  # the last word in one delivery wins
@@ -321,12 +336,12 @@ def jobs_ingest(
                 missing_nodes[hostname] += 1
         values = {
             "department_id": department_id,
-            "account": record.account[:200],
-            "user_name": record.user_name[:150],
-            "name": record.name[:500],
+            "account": record.account,
+            "user_name": record.user_name,
+            "name": record.name,
             "state": record.state,
-            "gpu_count": max(0, record.gpu_count),
-            "gpu_model": record.gpu_model[:100],
+            "gpu_count": record.gpu_count,
+            "gpu_model": record.gpu_model,
             "node_count": record.node_count or len(record.node_names),
             "submitted_at": record.submitted_at,
             "started_at": record.started_at,
