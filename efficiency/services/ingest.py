@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from efficiency.choices import JobState, MappingKind, SourceKind
 from efficiency.collectors.records import (
+    MAX_STORED_INT,
     GpuReading,
     JobRecord,
     LogChunk,
@@ -111,12 +112,21 @@ def gpu_readings_ingest(
             result.reject(f"GPU {reading.gpu_index} does not exist on {reading.hostname} ({gpu_count} GPUs)")
             continue
         if not oldest_ms <= reading.timestamp_ms <= newest_ms:
-            when = datetime.fromtimestamp(reading.timestamp_ms / 1000, tz=UTC).isoformat()
             reason = (
                 "in the future (clock skew?)" if reading.timestamp_ms > newest_ms else "older than retention"
             )
-            result.reject(f"sample at {when} is {reason}", f"{reading.hostname} gpu {reading.gpu_index}")
+            result.reject(
+                f"sample at {moment_text(reading.timestamp_ms)} is {reason}",
+                f"{reading.hostname} gpu {reading.gpu_index}",
+            )
             continue
+        if reading.xid_last is not None and not 0 <= reading.xid_last <= MAX_STORED_INT:
+            # The rest of the reading is good: only the code that does not fit is dropped.
+            result.reject(
+                f"Xid code {reading.xid_last} is outside 0..{MAX_STORED_INT}; the reading is kept without it",
+                f"{reading.hostname} gpu {reading.gpu_index}",
+            )
+            reading.xid_last = None
         values = (
             reading.util_pct,
             reading.gr_engine_active_pct,
@@ -131,7 +141,7 @@ def gpu_readings_ingest(
             xid_events += [
                 (node_id, reading.gpu_index, xid, reading.timestamp_ms)
                 for xid, count in reading.xid_counts
-                if count > 0
+                if count > 0 and 0 <= xid <= MAX_STORED_INT
             ]
         key = (node_id, reading.gpu_index, reading.timestamp_ms)
         if reading.mig_instance:
@@ -158,6 +168,14 @@ def gpu_readings_ingest(
     if hours:
         dirty_hours_mark(cluster=cluster, hours=hours, now=now)
     return result
+
+
+def moment_text(timestamp_ms: float) -> str:
+    """A sample's timestamp for a message: ISO 8601, or the raw number when no date can hold it."""
+    try:
+        return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return f"{timestamp_ms} ms since the epoch"
 
 
 def _mean_values(instances: list[tuple]) -> tuple:

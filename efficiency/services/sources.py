@@ -157,33 +157,62 @@ def _http_get(url: str, *, timeout_s: float, headers: dict | None = None) -> str
 
 
 def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
-    """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill."""
-    from efficiency.collectors.dcgm import gpu_readings_from_exposition
+    """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill.
 
+    Each URL is a target of its own, as in Prometheus: one that does not answer, answers 4xx or
+    5xx, or whose page cannot be stored is marked down with its error in ``state["targets"]``
+    and listed among the run's rejections; the other targets are stored all the same. Only a
+    run where every target is down fails.
+    """
     urls = _config(source, "urls", list)
     timeout_s = float(source.config.get("timeout_s", 10))
-    scrape_ms = int(now.timestamp() * 1000)
+    targets: dict[str, dict] = {}
     failures = []
     for entry in urls:
         url, hostname = (
             (entry, "") if isinstance(entry, str) else (entry.get("url", ""), entry.get("hostname", ""))
         )
-        try:
-            text = _http_get(url, timeout_s=timeout_s)
-        except SourceUnavailable as error:
-            failures.append(str(error))
-            continue
-        readings = gpu_readings_from_exposition(text, scrape_time_ms=scrape_ms, default_hostname=hostname)
+        error = _scrape_target(
+            source, recorder, now, url=str(url), hostname=str(hostname), timeout_s=timeout_s
+        )
+        targets[str(url)] = {
+            "health": "down" if error else "up",
+            "last_scrape": now.isoformat(),
+            "last_error": error,
+        }
+        if error:
+            failures.append(error)
+    recorder.state = {**source.state, "targets": targets}
+    if failures and len(failures) == len(urls):
+        raise SourceUnavailable("; ".join(failures[:5]))
+    # Targets that are down while others are up: counted like rejected input, and kept within
+    # the same cap on listed rejections.
+    recorder.add(IngestResult(), parse_rejected=[Rejected(reason=failure) for failure in failures])
+    recorder.watermark = now
+
+
+def _scrape_target(
+    source: DataSource, recorder: RunRecorder, now: datetime, *, url: str, hostname: str, timeout_s: float
+) -> str:
+    """Scrape and store one exporter; returns "" when it worked, else the target's error."""
+    from efficiency.collectors.dcgm import gpu_readings_from_exposition
+
+    try:
+        text = _http_get(url, timeout_s=timeout_s)
+    except (SourceUnavailable, SourceConfigError) as error:
+        return str(error)
+    try:
+        readings = gpu_readings_from_exposition(
+            text, scrape_time_ms=int(now.timestamp() * 1000), default_hostname=hostname
+        )
         result = gpu_readings_ingest(
             cluster=source.cluster, readings=readings.records, interval_s=source.interval_s, now=now
         )
-        recorder.add(result, parse_rejected=readings.rejected)
-    if failures and len(failures) == len(urls):
-        raise SourceUnavailable("; ".join(failures[:5]))
-    # Exporters that did not answer while others did: counted like rejected input, and kept
-    # within the same cap on listed rejections.
-    recorder.add(IngestResult(), parse_rejected=[Rejected(reason=failure) for failure in failures])
-    recorder.watermark = now
+    except Exception as error:  # one target's bad page must not stop the others
+        logger.exception("dcgm target %s of source %s could not be stored", url, source.pk)
+        return excerpt(f"{url}: {type(error).__name__}: {error}")
+    recorder.add(result, parse_rejected=readings.rejected)
+    return ""
 
 
 def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
