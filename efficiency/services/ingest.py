@@ -28,6 +28,7 @@ from efficiency.collectors.records import (
 )
 from efficiency.models import Cluster, Department, DepartmentMapping, Job, RollupDirtyHour
 from efficiency.models import LogChunk as LogChunkRow
+from efficiency.redaction import config_redact
 
 SAMPLE_COLUMNS = (
     "node_id",
@@ -304,6 +305,7 @@ def jobs_ingest(
     - a finished job is never turned back into a pending or running one by an older record
       arriving late;
     - nodes are linked by hostname; unknown hostnames are reported as warnings;
+    - the config snapshot is stored with its secrets redacted (``efficiency.redaction``);
     - a record the raw store cannot hold (``job_record_check``: a GPU count past the column's
       range, a date in year 9999, ...) is rejected with its reason and the rest is stored; text
       longer than its column is cut to fit and reported as a warning.
@@ -365,7 +367,7 @@ def jobs_ingest(
             "started_at": record.started_at,
             "ended_at": record.ended_at,
             "framework": record.framework,
-            "config": dict(record.config),
+            "config": config_redact(record.config),
         }
         job = existing.get(external_id)
         if job is None:
@@ -427,6 +429,25 @@ def jobs_ingest(
     for hostname, count in missing_nodes.items():
         result.warnings.append(Rejected(reason=f"jobs ran on unknown node {hostname!r} ({count} jobs)"))
     return result
+
+
+def job_configs_redact(*, batch_size: int = 1000) -> tuple[int, int]:
+    """Redact secrets in every stored config snapshot; returns (checked, changed).
+
+    New jobs are redacted at ingest; this is for snapshots stored under older, narrower rules.
+    """
+    checked, changed, batch = 0, 0, []
+    for job in Job.objects.exclude(config={}).only("pk", "config").iterator(chunk_size=batch_size):
+        checked += 1
+        redacted = config_redact(job.config)
+        if redacted != job.config:
+            job.config = redacted
+            batch.append(job)
+        if len(batch) >= batch_size:
+            changed += Job.objects.bulk_update(batch, ["config"])
+            batch = []
+    changed += Job.objects.bulk_update(batch, ["config"])
+    return checked, changed
 
 
 def _job_hours(started_at: datetime | None, ended_at: datetime | None, now: datetime) -> set[datetime]:
