@@ -5,15 +5,16 @@ ingest services and keep the books (``SourceRun`` rows and the source's health f
 the Data sources page shows.
 """
 
+import io
 import logging
 import os
 import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import requests
 from django.db import transaction
@@ -358,18 +359,58 @@ def log_push_receive(*, source: DataSource, body: bytes, now: datetime | None = 
     return recorder.run
 
 
-def jobs_csv_import(
-    *, cluster, text: str, timezone_name: str = "UTC", now: datetime | None = None
-) -> SourceRun:
-    """Import job history from the documented CSV format, recorded as a run of the cluster's CSV source."""
-    from efficiency.collectors.jobs_csv import parse_jobs_csv
+def time_zone_get(name: str) -> ZoneInfo:
+    """The IANA time zone ``name``; ``ValueError`` naming it when there is no such zone."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # a key like "../x" or "" is a ValueError
+        raise ValueError(
+            f"unknown time zone {name!r}: use an IANA name such as Asia/Shanghai or UTC"
+        ) from None
 
+
+def jobs_csv_import(
+    *,
+    cluster,
+    text: str | None = None,
+    path: Path | None = None,
+    timezone_name: str = "UTC",
+    now: datetime | None = None,
+    batch_rows: int = 5000,
+    progress: Callable[[SourceRun, int], None] | None = None,
+) -> SourceRun:
+    """Import job history from the documented CSV format, recorded as a run of the cluster's CSV source.
+
+    Give ``text`` or ``path``. A file is streamed in batches of ``batch_rows`` rows, each stored
+    in its own transaction (so memory stays bounded and a re-run after a crash only counts
+    duplicates); ``progress`` is called with the run and the rows read so far after each batch.
+    A file that is not UTF-8 is read in the encoding ``csv_encoding_detect`` finds, with a
+    warning, or refused (``UnknownEncoding``) before anything is stored. Raises ``ValueError``
+    for an unknown zone.
+    """
+    from efficiency.collectors.jobs_csv import csv_encoding_detect, iter_jobs_csv
+
+    zone = time_zone_get(timezone_name)
     now = now or timezone.now()
     source, _ = DataSource.objects.get_or_create(
         cluster=cluster, name="csv-import", defaults={"kind": SourceKind.CSV_IMPORT, "enabled": False}
     )
-    with source_run_record(source, now=now) as recorder:
-        parsed = parse_jobs_csv(text, default_timezone=ZoneInfo(timezone_name))
-        result = jobs_ingest(cluster=cluster, source=JobSource.CSV, records=parsed.records, now=now)
-        recorder.add(result, parse_rejected=parsed.rejected)
+    with ExitStack() as stack, source_run_record(source, now=now) as recorder:
+        if path is None:
+            lines: Iterable[str] = io.StringIO(text or "", newline="")
+        else:
+            encoding = csv_encoding_detect(stack.enter_context(path.open("rb")))
+            if encoding != "utf-8-sig":
+                warning = (
+                    f"the file is not UTF-8: read as {encoding}; save it as UTF-8 to be sure of its text"
+                )
+                recorder.add(IngestResult(warnings=[Rejected(reason=warning)]))
+            lines = stack.enter_context(path.open(encoding=encoding, newline=""))
+        rows = 0
+        for batch in iter_jobs_csv(lines, default_timezone=zone, batch_rows=batch_rows):
+            result = jobs_ingest(cluster=cluster, source=JobSource.CSV, records=batch.records, now=now)
+            recorder.add(result, parse_rejected=batch.rejected)
+            rows += len(batch.records) + len(batch.rejected)
+            if progress is not None:
+                progress(recorder.run, rows)
     return recorder.run
