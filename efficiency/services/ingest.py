@@ -341,7 +341,7 @@ def jobs_ingest(
         existing_nodes[job_id].add(node_id)
     unmapped: dict[str, int] = defaultdict(int)
     missing_nodes: dict[str, int] = defaultdict(int)
-    hours: set[datetime] = set()
+    spans: list[tuple[datetime, datetime]] = []  # (first hour, last hour) each job held GPUs in
     to_create, to_update, node_links = [], [], {}
     finished = JobState.finished()
     for external_id, record in latest.items():
@@ -373,7 +373,7 @@ def jobs_ingest(
         if job is None:
             job = Job(cluster=cluster, source=source, external_id=external_id, **values)
             to_create.append(job)
-            hours |= _job_hours(record.started_at, record.ended_at, now)
+            spans += _job_span(record.started_at, record.ended_at, now)
         else:
             if job.state in finished and record.state not in finished:
                 result.duplicates += 1  # a stale record delivered late: keep what we know
@@ -390,8 +390,8 @@ def jobs_ingest(
             if any(getattr(job, name) != values[name] for name in _ALLOCATION_FIELDS) or (
                 wanted_nodes != existing_nodes[job.pk]
             ):
-                hours |= _job_hours(job.started_at, job.ended_at, now)
-                hours |= _job_hours(record.started_at, record.ended_at, now)
+                spans += _job_span(job.started_at, job.ended_at, now)
+                spans += _job_span(record.started_at, record.ended_at, now)
             for name, value in values.items():
                 setattr(job, name, value)
             to_update.append(job)
@@ -417,7 +417,7 @@ def jobs_ingest(
                 ],
                 batch_size=2000,
             )
-        if hours:
+        if hours := _span_hours(spans):
             dirty_hours_mark(cluster=cluster, hours=hours, now=now)
     result.stored = len(to_create) + len(to_update)
     for account, count in unmapped.items():
@@ -450,16 +450,28 @@ def job_configs_redact(*, batch_size: int = 1000) -> tuple[int, int]:
     return checked, changed
 
 
-def _job_hours(started_at: datetime | None, ended_at: datetime | None, now: datetime) -> set[datetime]:
-    """The hours a job held GPUs in (up to ``now``): their rollups depend on it."""
+def _job_span(started_at: datetime | None, ended_at: datetime | None, now: datetime) -> list[tuple]:
+    """The first and last hour a job held GPUs in (up to ``now``), as a one-item list; [] if none."""
     if started_at is None:
-        return set()
+        return []
     end = min(ended_at or now, now)
-    hour = _hour(started_at)
-    hours = set()
-    while hour <= end and len(hours) < 24 * 400:
-        hours.add(hour)
-        hour += timedelta(hours=1)
+    first = _hour(started_at)
+    if end < first:
+        return []
+    # At most 400 days of a job's hours are recomputed, as before: older ones are past any rollup.
+    return [(first, min(_hour(end), first + timedelta(days=400) - timedelta(hours=1)))]
+
+
+def _span_hours(spans: list[tuple[datetime, datetime]]) -> set[datetime]:
+    """Every hour in any of the spans: merged first, so 5,000 overlapping jobs cost their union."""
+    hours: set[datetime] = set()
+    reach: datetime | None = None  # the last hour already added
+    for first, last in sorted(spans):
+        hour = first if reach is None or first > reach else reach + timedelta(hours=1)
+        while hour <= last:
+            hours.add(hour)
+            hour += timedelta(hours=1)
+        reach = last if reach is None or last > reach else reach
     return hours
 
 

@@ -239,3 +239,18 @@ def test_every_row_is_stored_or_rejected_with_a_reason_and_good_rows_always_stor
     for job_id, *_ in rows:
         if _external_id(fmt, job_id) not in stored:
             assert any(job_id in item["excerpt"] for item in rejected), job_id
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=500), st.integers(min_value=0, max_value=100)),
+        max_size=30,
+    )
+)
+def test_merged_job_spans_mark_exactly_the_hours_of_each_job(spans):
+    from efficiency.services.ingest import _span_hours
+
+    hour = timedelta(hours=1)
+    pairs = [(T0 + start * hour, T0 + (start + length) * hour) for start, length in spans]
+    naive = {first + i * hour for first, last in pairs for i in range(int((last - first) / hour) + 1)}
+    assert _span_hours(pairs) == naive
