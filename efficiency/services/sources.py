@@ -17,6 +17,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import requests
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -35,6 +36,14 @@ INITIAL_BACKFILL = timedelta(days=7)  # how far back a new source starts
 
 class SourceConfigError(ValueError):
     """The source's configuration is wrong: retrying will not help, an admin must fix it."""
+
+
+class SourceOutsideRoots(SourceConfigError):
+    """A file source's path lies outside ``PORTAL_SOURCE_ROOTS``."""
+
+    def __init__(self, path: str, roots: str) -> None:
+        super().__init__(f"{path} is outside the source roots (PORTAL_SOURCE_ROOTS: {roots})")
+        self.path, self.roots = path, roots
 
 
 class SourceUnavailable(RuntimeError):
@@ -221,9 +230,9 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
     from efficiency.collectors import prometheus
 
     # lag_s and initial_backfill_days are the portal's own; the rest is the collector's.
-    settings = {k: v for k, v in source.config.items() if k not in {"lag_s", "initial_backfill_days"}}
+    own = {k: v for k, v in source.config.items() if k not in {"lag_s", "initial_backfill_days"}}
     try:
-        config = prometheus.PrometheusConfig.from_dict(settings)
+        config = prometheus.PrometheusConfig.from_dict(own)
     except (TypeError, ValueError) as error:
         raise SourceConfigError(str(error)) from error
     lag = timedelta(seconds=int(source.config.get("lag_s", 60)))
@@ -247,6 +256,36 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
         raise SourceConfigError(error.message) from error
 
 
+PATH_KEYS = ("path", "root")  # configuration keys that name a file or directory to read
+
+
+def source_path_check(path: str | Path) -> Path:
+    """The path, resolved (symlinks followed), if it lies inside one of ``PORTAL_SOURCE_ROOTS``.
+
+    A file source reads what the worker can read, and a rejection quotes what it read: without
+    this, a source pointed at the secret key or /etc/shadow would show it on the page. Checked
+    when a source is saved in the admin and again every time it is read (a symlink may change).
+    Raises ``SourceConfigError`` naming the path and the roots.
+    """
+    resolved = Path(path).resolve()
+    roots = [Path(root).resolve() for root in settings.PORTAL_SOURCE_ROOTS]
+    if not any(resolved.is_relative_to(root) for root in roots):
+        raise SourceOutsideRoots(str(path), ", ".join(str(root) for root in roots) or "-")
+    return resolved
+
+
+def source_config_check(config: object) -> None:
+    """Check a source configuration's paths against ``PORTAL_SOURCE_ROOTS`` (``SourceConfigError``)."""
+    if not isinstance(config, dict):
+        return
+    for key in PATH_KEYS:
+        value = config.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise SourceConfigError(f"configuration {key!r} must be a non-empty string")
+        if value:
+            source_path_check(value)
+
+
 def _read_text(
     source: DataSource,
     *,
@@ -258,8 +297,9 @@ def _read_text(
     """The source's text: a file (``path``), or a command's output (``command``)."""
     path = source.config.get("path")
     if path:
+        resolved = source_path_check(path)
         try:
-            return Path(path).read_text(encoding="utf-8", errors="replace")
+            return resolved.read_text(encoding="utf-8", errors="replace")
         except OSError as error:
             raise SourceUnavailable(f"cannot read {path}: {error.strerror}") from error
     argv = source.config.get("command")
@@ -315,6 +355,7 @@ def _collect_log_files(source: DataSource, recorder: RunRecorder, now: datetime)
     from efficiency.collectors.logfiles import tail_directory
 
     root = Path(_config(source, "root"))
+    source_path_check(root)
     if not root.is_dir():
         raise SourceUnavailable(f"log directory {root} does not exist")
     tailed = tail_directory(root, source.state.get("cursors", {}))
