@@ -102,7 +102,7 @@ def run(path: Path, rows: int, batch: int) -> None:
     progress_lines = sum(1 for line in out.getvalue().splitlines() if "rows read," in line)
 
     with connection.cursor() as cursor:
-        columns = ", ".join(f"\"{name}\" text" for name in HEADER.strip().split(","))
+        columns = ", ".join(f'"{name}" text' for name in HEADER.strip().split(","))
         cursor.execute(f"CREATE TEMP TABLE raw_jobs ({columns})")
         started = time.perf_counter()
         with path.open("rb") as data, cursor.copy("COPY raw_jobs FROM STDIN (FORMAT csv, HEADER)") as copy:
