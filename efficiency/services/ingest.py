@@ -402,13 +402,18 @@ def jobs_ingest(
             fields = [name.removesuffix("_id") for name in _JOB_FIELDS]
             Job.objects.bulk_update(to_update, fields, batch_size=500)
         if node_links:
-            jobs = dict(
-                Job.objects.filter(
-                    cluster=cluster, source=source, external_id__in=list(node_links)
-                ).values_list("external_id", "pk")
-            )
+            # bulk_create sets the new jobs' keys where the database returns them (PostgreSQL,
+            # SQLite 3.35+); a new job has no links to replace.
+            jobs = {job.external_id: job.pk for job in [*to_create, *to_update]}
+            if None in jobs.values():
+                jobs = dict(
+                    Job.objects.filter(
+                        cluster=cluster, source=source, external_id__in=list(node_links)
+                    ).values_list("external_id", "pk")
+                )
             through = Job.nodes.through
-            through.objects.filter(job_id__in=jobs.values()).delete()
+            if to_update:
+                through.objects.filter(job_id__in=[job.pk for job in to_update]).delete()
             through.objects.bulk_create(
                 [
                     through(job_id=jobs[ext], node_id=node_id)
