@@ -254,3 +254,35 @@ def test_merged_job_spans_mark_exactly_the_hours_of_each_job(spans):
     pairs = [(T0 + start * hour, T0 + (start + length) * hour) for start, length in spans]
     naive = {first + i * hour for first, last in pairs for i in range(int((last - first) / hour) + 1)}
     assert _span_hours(pairs) == naive
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    readings=st.lists(
+        st.tuples(
+            st.one_of(st.integers(min_value=-(2**62), max_value=2**62), st.just(-99999999999999999)),
+            st.one_of(st.none(), st.integers(min_value=-(2**40), max_value=2**40)),
+            st.lists(st.tuples(st.integers(min_value=0, max_value=2**40), st.floats(0, 10)), max_size=2),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_every_gpu_reading_is_stored_or_rejected_and_a_good_one_always_stores(cluster, readings):
+    from efficiency.collectors.records import GpuReading
+    from efficiency.models import GpuSample
+    from efficiency.services.ingest import gpu_readings_ingest
+
+    GpuSample.objects.all().delete()
+    good_ms = int((NOW - timedelta(minutes=1)).timestamp() * 1000)
+    batch = [GpuReading("gpu-001", 0, good_ms, util_pct=50.0)]
+    batch += [
+        GpuReading("gpu-001", 1 + i % 7, ts, util_pct=1.0, xid_last=xid, xid_counts=tuple(counts))
+        for i, (ts, xid, counts) in enumerate(readings)
+    ]
+    result = gpu_readings_ingest(cluster=cluster, readings=batch, interval_s=60, now=NOW)
+    assert GpuSample.objects.filter(gpu_index=0).exists()
+    assert all(item.reason for item in result.rejected)
+    assert result.stored + result.duplicates + sum("sample at" in r.reason for r in result.rejected) == len(
+        batch
+    )
