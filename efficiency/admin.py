@@ -1,6 +1,8 @@
+from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
@@ -18,6 +20,7 @@ from efficiency.models import (
     SourceRun,
     WorkerHeartbeat,
 )
+from efficiency.services.sources import SourceConfigError, SourceOutsideRoots, source_config_check
 
 
 @admin.register(Cluster)
@@ -120,8 +123,33 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "last_seen_at"]
 
 
+class DataSourceForm(forms.ModelForm):
+    class Meta:
+        model = DataSource
+        fields = "__all__"  # noqa: DJ007 -- the admin lists its fields and read-only ones itself
+
+    def clean_config(self):
+        config = self.cleaned_data["config"]
+        try:
+            source_config_check(config)
+        except SourceOutsideRoots as error:
+            raise ValidationError(
+                _(
+                    "%(path)s is outside the directories file sources may read "
+                    "(PORTAL_SOURCE_ROOTS: %(roots)s)."
+                ),
+                params={"path": error.path, "roots": error.roots},
+            ) from None
+        except SourceConfigError as error:
+            raise ValidationError(
+                _("This configuration cannot be used: %(reason)s."), params={"reason": error}
+            ) from None
+        return config
+
+
 @admin.register(DataSource)
 class DataSourceAdmin(admin.ModelAdmin):
+    form = DataSourceForm
     list_display = [
         "name",
         "cluster",

@@ -1,3 +1,6 @@
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from efficiency.choices import Role, SourceKind
@@ -5,6 +8,13 @@ from efficiency.models import DataSource
 from tests.factories import DepartmentFactory, JobFactory, NodeFactory, UserFactory
 
 PASSWORD = "correct horse battery"
+TEST_SOURCE_ROOTS = (tempfile.gettempdir(), str(Path(__file__).resolve().parent / "fixtures"))
+
+
+@pytest.fixture(autouse=True)
+def _source_roots(settings):
+    # File sources may read only under PORTAL_SOURCE_ROOTS; tests read fixtures and tmp_path.
+    settings.PORTAL_SOURCE_ROOTS = [*settings.PORTAL_SOURCE_ROOTS, *TEST_SOURCE_ROOTS]
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +48,7 @@ def worker_env(database_url: str, var_dir: Path, **extra: str) -> dict[str, str]
         DATABASE_URL=database_url,
         CELERY_BROKER_URL=broker,
         PORTAL_VAR_DIR=str(var_dir),
+        PORTAL_SOURCE_ROOTS=f"{var_dir},{tempfile.gettempdir()}",  # tests' sources live in tmp_path
         DJANGO_SETTINGS_MODULE="portal.settings",
         **extra,
     )

@@ -5,11 +5,15 @@ its job history. Each row is checked on its own: a bad row becomes a rejection n
 column and the value, and the other rows are kept.
 """
 
+import codecs
 import csv
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, tzinfo
+from typing import BinaryIO
+
+import charset_normalizer
 
 from efficiency.collectors.records import JobRecord, ParseOutcome
 
@@ -35,8 +39,16 @@ JOB_STATES = frozenset(
 )
 FRAMEWORKS = frozenset({"unknown", "pytorch", "megatron", "deepspeed", "accelerated", "other"})
 
+# What Excel writes for "CSV" on Simplified Chinese, Traditional Chinese and Western Windows
+# (GB18030 is a superset of GBK / cp936). Anything else must be saved as UTF-8.
+FALLBACK_ENCODINGS = ("gb18030", "big5", "cp1252")
+
 _EPOCH_SECONDS = re.compile(r"[+-]?\d+(?:\.\d*)?")
 _NODE_SEPARATORS = re.compile(r"[\s,]+")
+
+
+class UnknownEncoding(ValueError):
+    """A file that is not UTF-8 and whose encoding cannot be told: refused, with the reason."""
 
 
 class _BadCell(ValueError):
@@ -51,47 +63,127 @@ def parse_jobs_csv(text: str, *, default_timezone: tzinfo = UTC) -> ParseOutcome
     rejects that row only. Columns not in the format are ignored; a UTF-8 BOM is tolerated.
     """
     outcome = ParseOutcome[JobRecord]()
-    # Split as csv would (on \n, \r\n or \r) so that a rejection can quote the row's own text.
-    lines = list(io.StringIO(text.removeprefix("\ufeff"), newline=""))
-    reader = csv.reader(lines)
+    for batch in iter_jobs_csv(io.StringIO(text, newline=""), default_timezone=default_timezone):
+        outcome.records += batch.records
+        outcome.rejected += batch.rejected
+    return outcome
+
+
+def iter_jobs_csv(
+    lines: Iterable[str], *, default_timezone: tzinfo = UTC, batch_rows: int = 5000
+) -> Iterator[ParseOutcome[JobRecord]]:
+    """``parse_jobs_csv`` over a stream of lines (a file opened with ``newline=""``), in batches.
+
+    Each batch holds about ``batch_rows`` rows (records and rejections), so a file of millions
+    of rows is read in bounded memory. At least one batch is yielded, empty for an empty file.
+    """
+    raw_lines: list[str] = []
+
+    def feed() -> Iterator[str]:
+        for number, line in enumerate(lines):
+            line = line.removeprefix("\ufeff") if number == 0 else line
+            raw_lines.append(line)
+            yield line
+
+    reader = csv.reader(feed())
+    outcome = ParseOutcome[JobRecord]()
     header: list[str] | None = None
     previous_line = 0
+    yielded = False
     while True:
         try:
             row = next(reader)
         except StopIteration:
             break
         except csv.Error as error:
-            outcome.reject(
-                f"unreadable CSV: {error}", _raw(lines, previous_line, reader.line_num), reader.line_num
-            )
+            outcome.reject(f"unreadable CSV: {error}", _raw(raw_lines), reader.line_num)
             previous_line = reader.line_num
             continue
+        # The csv reader takes lines one at a time, so raw_lines holds this row's text only.
         first_line, previous_line = previous_line + 1, reader.line_num
+        raw = _raw(raw_lines)
         if not any(cell.strip() for cell in row):
             continue
-        raw = _raw(lines, first_line - 1, reader.line_num)
         if header is None:
             header = [name.strip().lower() for name in row]
             missing = [column for column in REQUIRED_COLUMNS if column not in header]
             if missing:
                 outcome.reject("header lacks required column(s) " + ", ".join(missing), raw, first_line)
-                return outcome
+                break
             continue
         if "\x00" in raw:
             # PostgreSQL text cannot hold NUL; such a row would fail the whole ingest later.
             outcome.reject("row contains a NUL character", raw, first_line)
-            continue
-        if len(row) != len(header):
+        elif len(row) != len(header):
             outcome.reject(f"expected {len(header)} fields as in the header, got {len(row)}", raw, first_line)
-            continue
-        # The first of two same-named columns wins, as a reader of the file would expect.
-        cells = {name: value.strip() for name, value in reversed(list(zip(header, row, strict=True)))}
+        else:
+            # The first of two same-named columns wins, as a reader of the file would expect.
+            cells = {name: value.strip() for name, value in reversed(list(zip(header, row, strict=True)))}
+            try:
+                outcome.records.append(_record(cells, default_timezone))
+            except _BadCell as error:
+                outcome.reject(str(error), raw, first_line)
+        if len(outcome.records) + len(outcome.rejected) >= batch_rows:
+            yield outcome
+            outcome, yielded = ParseOutcome[JobRecord](), True
+    if outcome.records or outcome.rejected or not yielded:
+        yield outcome
+
+
+def csv_encoding_detect(stream: BinaryIO) -> str:
+    """The encoding to read a jobs CSV with: ``utf-8-sig`` when the whole file is UTF-8.
+
+    Otherwise charset-normalizer picks among ``FALLBACK_ENCODINGS`` (what Excel saves on
+    Chinese and Western Windows) from the start of the file and the part around the first byte
+    that is not UTF-8, and the whole file must decode with its choice. Raises
+    ``UnknownEncoding`` with the reason when nothing fits. Reads the stream in chunks, so a
+    large file costs time, not memory; leaves the stream at its start.
+    """
+    stream.seek(0)
+    offset = _first_undecodable(stream, "utf-8")
+    if offset is None:
+        return "utf-8-sig"
+    stream.seek(0)
+    sample = stream.read(64 * 1024)
+    if offset > len(sample):
+        stream.seek(max(0, offset - 32 * 1024))
+        around = stream.read(256 * 1024)
+        # Start on a line so the sample does not open in the middle of a character.
+        sample += b"\n" + around[around.find(b"\n") + 1 :]
+    best = charset_normalizer.from_bytes(sample, cp_isolation=list(FALLBACK_ENCODINGS)).best()
+    stream.seek(0)
+    if best is None:
+        raise UnknownEncoding(
+            f"byte {offset} is not UTF-8, and the file is not {' / '.join(FALLBACK_ENCODINGS)} either: "
+            "save it as UTF-8 (Excel: CSV UTF-8)"
+        )
+    encoding = codecs.lookup(best.encoding).name
+    bad = _first_undecodable(stream, encoding)
+    stream.seek(0)
+    if bad is not None:
+        raise UnknownEncoding(
+            f"byte {offset} is not UTF-8 and byte {bad} is not {encoding}: save the file as UTF-8 "
+            "(Excel: CSV UTF-8)"
+        )
+    return encoding
+
+
+def _first_undecodable(stream: BinaryIO, encoding: str, chunk_bytes: int = 1 << 20) -> int | None:
+    """The offset of the first byte ``encoding`` cannot decode, or ``None``."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    position = 0
+    while True:
+        chunk = stream.read(chunk_bytes)
         try:
-            outcome.records.append(_record(cells, default_timezone))
-        except _BadCell as error:
-            outcome.reject(str(error), raw, first_line)
-    return outcome
+            decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as error:
+            # error.start counts from the start of what the decoder held, which may include the
+            # unfinished character carried over from the previous chunk.
+            carried = len(error.object) - len(chunk)
+            return position - carried + error.start
+        if not chunk:
+            return None
+        position += len(chunk)
 
 
 def _record(cells: Mapping[str, str], default_timezone: tzinfo) -> JobRecord:
@@ -187,13 +279,18 @@ def _time(cells: Mapping[str, str], column: str, default_timezone: tzinfo) -> da
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=default_timezone)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise _BadCell(f"column {column!r}: value {value!r} is out of range in UTC") from None
 
 
 def _node_names(value: str) -> tuple[str, ...]:
     return tuple(name for name in _NODE_SEPARATORS.split(value) if name)
 
 
-def _raw(lines: Sequence[str], start: int, end: int) -> str:
-    """The source text of lines ``start + 1`` to ``end`` (1-based), without the final newline."""
-    return "".join(lines[start:end]).rstrip("\r\n")
+def _raw(lines: list[str]) -> str:
+    """The source text of the row just read, without the final newline; empties ``lines``."""
+    text = "".join(lines).rstrip("\r\n")
+    lines.clear()
+    return text

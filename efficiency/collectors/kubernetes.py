@@ -8,28 +8,25 @@ object are read too. The namespace is the job's account: the department comes fr
 The config snapshot records what the config audit compares with the ideal: images, environment
 variables, volume mount paths, command and args. Secret material never enters it: a variable
 set from a Secret or ConfigMap is recorded as ``<from secretKeyRef>`` (the reference kind, not
-the value), and a literal value whose name says it is a credential (a ``TOKEN``, ``PASSWORD``,
-``SECRET``, ``API_KEY``, ``ACCESS_KEY`` or ``PRIVATE_KEY`` word, as in ``HF_TOKEN``) as ``<redacted>``.
+the value), and literal values go through ``efficiency.redaction.config_redact``: only the
+variables the audit needs keep their value, and credentials in URLs, headers and flags of the
+command and args are ``<redacted>``.
 """
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from efficiency.collectors.records import JobRecord, ParseOutcome
+from efficiency.redaction import REDACTED, config_redact
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # Set by NVIDIA GPU feature discovery on every GPU node, e.g. "NVIDIA-H100-80GB-HBM3".
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 USER_KEY = "user"  # label, else annotation, naming who submitted the job
 
-REDACTED = "<redacted>"
-# Whole words of the name only: TOKENIZERS_PARALLELISM is a setting, HF_TOKEN is a credential.
-_CREDENTIAL_NAME = re.compile(
-    r"(?:^|_)(?:SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)", re.IGNORECASE
-)
+__all__ = ["REDACTED", "guess_framework", "parse_kubernetes_jobs"]
 
 # Checked in this order: a Megatron or DeepSpeed image usually has "pytorch" in its name too.
 _FRAMEWORK_HINTS = (
@@ -267,7 +264,7 @@ def _pod_spec_config(pod_spec: Mapping[str, Any]) -> dict[str, object]:
     }
     if env_from:
         config["env_from"] = env_from
-    return config
+    return config_redact(config)
 
 
 def _env_value(variable: Mapping[str, Any]) -> str:
@@ -277,8 +274,6 @@ def _env_value(variable: Mapping[str, Any]) -> str:
         # copy it into the portal's database.
         return f"<from {next(iter(value_from))}>"
     value = variable.get("value", "")
-    if _CREDENTIAL_NAME.search(variable["name"]):
-        return REDACTED
     return value if isinstance(value, str) else str(value)
 
 
@@ -369,7 +364,10 @@ def _timestamp(container: Mapping[str, Any], key: str, where: str = "") -> datet
         raise _BadItem(f"{where}{key} {value!r} is not an RFC 3339 timestamp") from None
     if parsed.tzinfo is None:
         raise _BadItem(f"{where}{key} {value!r} has no time zone")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise _BadItem(f"{where}{key} {value!r} is out of range in UTC") from None
 
 
 def _count(container: Mapping[str, Any], key: str, default: int = 0) -> int:

@@ -391,7 +391,7 @@ def _merge_series(
         try:
             timestamp_ms = round(float(point[0]) * 1000)
             raw = str(point[1])
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             problems.setdefault("is a malformed point", []).append(str(point))
             continue
         value, problem = _clean_value(field_name, raw)
@@ -569,4 +569,8 @@ def _iso(moment: datetime) -> str:
 
 
 def _iso_ms(timestamp_ms: int) -> str:
-    return _iso(_EPOCH + timedelta(milliseconds=timestamp_ms))
+    """The instant for a message; the bare number when it lies beyond what a datetime holds."""
+    try:
+        return _iso(_EPOCH + timedelta(milliseconds=timestamp_ms))
+    except OverflowError:
+        return f"{timestamp_ms} ms since the epoch"

@@ -1,8 +1,8 @@
 """Typed records that collectors produce and ingest services consume (no Django imports)."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
@@ -127,3 +127,117 @@ class GpuReading:
     ecc_dbe_total: float | None = None  # DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: double-bit ECC errors (a counter)
     xid_last: int | None = None  # DCGM_FI_DEV_XID_ERRORS: only the last Xid code seen
     xid_counts: tuple[tuple[int, float], ...] = ()  # DCGM_EXP_XID_ERRORS_COUNT per xid label
+
+
+# --- Checks at the record boundary ---------------------------------------------------------------
+#
+# Every job collector's records pass ``job_record_check`` before they are stored, so a value the
+# raw store cannot hold (a GPU count past PostgreSQL's ``integer``, a date in year 9999) is one
+# rejected record with its reason, never a ``DataError`` that fails the whole batch.
+
+MAX_STORED_INT = 2**31 - 1  # PositiveIntegerField is a PostgreSQL ``integer``
+EARLIEST_JOB_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+# A pending job's expected start may lie ahead; nothing a scheduler reports lies years ahead.
+MAX_JOB_TIME_AHEAD = timedelta(days=366)
+# Column lengths of efficiency.models.Job; tests/services/test_ingest_hostile.py checks they agree.
+JOB_TEXT_LIMITS: Mapping[str, int] = {
+    "external_id": 200,
+    "account": 200,
+    "user_name": 150,
+    "name": 500,
+    "gpu_model": 100,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCheck:
+    """What ``job_record_check`` made of a record: the record to store (or ``None``) and why."""
+
+    record: JobRecord | None
+    problem: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def job_record_check(record: JobRecord, *, now: datetime) -> RecordCheck:
+    """Check a job record against the raw store's column ranges and a sane time window.
+
+    Rejected (``record`` is ``None``, ``problem`` says why): an empty or over-long job id, a
+    negative or too large GPU or node count, a time before 1970 or more than a year after ``now``,
+    text PostgreSQL cannot hold (NUL, lone surrogates) anywhere in the record or its config.
+    Kept with a warning: text fields longer than their column, cut to fit.
+    """
+    job = record.external_id
+    if not job or len(job) > JOB_TEXT_LIMITS["external_id"]:
+        return RecordCheck(
+            None, f"job id is empty or longer than {JOB_TEXT_LIMITS['external_id']} characters"
+        )
+    for label, count in (("GPU count", record.gpu_count), ("node count", record.node_count)):
+        if not isinstance(count, int) or not 0 <= count <= MAX_STORED_INT:
+            return RecordCheck(None, f"job {job}: {label} {count!r} is outside 0..{MAX_STORED_INT}")
+    latest = now + MAX_JOB_TIME_AHEAD
+    for label, moment in (
+        ("submit time", record.submitted_at),
+        ("start time", record.started_at),
+        ("end time", record.ended_at),
+    ):
+        if moment is None:
+            continue
+        if moment.tzinfo is None or not EARLIEST_JOB_TIME <= moment <= latest:
+            return RecordCheck(
+                None,
+                f"job {job}: {label} {moment.isoformat()} is outside "
+                f"{EARLIEST_JOB_TIME.date().isoformat()} .. {latest.date().isoformat()}",
+            )
+    unstorable = _unstorable_text(record)
+    if unstorable:
+        return RecordCheck(None, f"job {job}: {unstorable} holds a character the database cannot store")
+    warnings, cut = [], {}
+    for name, limit in JOB_TEXT_LIMITS.items():
+        value = getattr(record, name)
+        if len(value) > limit:
+            cut[name] = value[:limit]
+            warnings.append(f"job {job}: {name} of {len(value)} characters cut to {limit}")
+    return RecordCheck(replace(record, **cut) if cut else record, "", tuple(warnings))
+
+
+def _unstorable_text(record: JobRecord) -> str:
+    """The first field holding NUL or a lone surrogate (invalid in PostgreSQL text), or ""."""
+    fields = {
+        name: getattr(record, name)
+        for name in (
+            "external_id",
+            "account",
+            "user_name",
+            "name",
+            "state",
+            "gpu_model",
+            "framework",
+            "exit_code",
+        )
+    }
+    fields.update({f"node name {i}": host for i, host in enumerate(record.node_names)})
+    for name, value in fields.items():
+        if not _storable(value):
+            return name
+    stack: list[object] = [record.config]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _storable(item):
+                return "config"
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return ""
+
+
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -54,6 +54,11 @@ SQUEUE_FIELD_COUNT = 9
 MAX_HOSTLIST_HOSTS = 100_000
 
 REQUIRED_SACCT_FIELDS = ("jobid", "state", "submit")
+# Columns whose value a user writes freely, so it may contain the "|" sacct separates fields
+# with. A job name with "|" is recovered when JobName is the only such column in the output.
+FREE_TEXT_SACCT_FIELDS = frozenset(
+    {"jobname", "comment", "admincomment", "systemcomment", "workdir", "submitline", "constraints", "wckey"}
+)
 _SACCT_DISPLAY = {"jobid": "JobID", "state": "State", "submit": "Submit"}
 
 # Slurm job states (``squeue --help``, ``sacct --helpstate``) to efficiency.choices.JobState.
@@ -119,7 +124,8 @@ def parse_sacct(text: str, *, timezone: tzinfo) -> ParseOutcome[JobRecord]:
     Partition, Start, End, Elapsed, NNodes/AllocNodes, AllocTRES (ReqTRES when AllocTRES is
     empty, as for a pending job), NodeList, ExitCode, Reason (kept as a pending job's
     ``pending_reason``, as squeue's); other columns are ignored. Output of the
-    older ``--parsable`` (a ``|`` after the last field) is read too.
+    older ``--parsable`` (a ``|`` after the last field) is read too. A job name holding ``|``
+    (sacct does not escape it) is put back together when JobName is the only free-text column.
     """
     outcome = ParseOutcome[JobRecord]()
     lines = _lines(text)
@@ -137,6 +143,7 @@ def parse_sacct(text: str, *, timezone: tzinfo) -> ParseOutcome[JobRecord]:
             header_index + 1,
         )
         return outcome
+    free_text = [name for name in names if name in FREE_TEXT_SACCT_FIELDS]
     for index in range(header_index + 1, len(lines)):
         line = lines[index]
         line_no = index + 1
@@ -147,9 +154,20 @@ def parse_sacct(text: str, *, timezone: tzinfo) -> ParseOutcome[JobRecord]:
             outcome.reject("row contains a NUL character", line, line_no)
             continue
         fields = _split_fields(line, trailing_bar)
+        if len(fields) > len(names) and free_text == ["jobname"]:
+            # parsable2 does not escape "|": the extra fields belong to the job name, the only
+            # column that holds free text, as in parse_squeue.
+            at, extra = names.index("jobname"), len(fields) - len(names)
+            fields[at : at + extra + 1] = ["|".join(fields[at : at + extra + 1])]
         if len(fields) != len(names):
-            # parsable2 does not escape "|", so a job name containing one shifts every field.
-            outcome.reject(f"expected {len(names)} fields as in the header, got {len(fields)}", line, line_no)
+            where = (
+                f" ({', '.join(_display(n) for n in free_text)} may hold '|')"
+                if free_text and len(fields) > len(names)
+                else ""
+            )
+            outcome.reject(
+                f"expected {len(names)} fields as in the header, got {len(fields)}{where}", line, line_no
+            )
             continue
         row = dict(zip(names, fields, strict=True))
         if "." in row["jobid"]:
@@ -211,6 +229,10 @@ def expand_hostlist(expression: str) -> tuple[str, ...]:
     for pattern in _split_top_level(expression.strip()):
         hosts.extend(_expand_pattern(pattern, MAX_HOSTLIST_HOSTS - len(hosts)))
     return tuple(hosts)
+
+
+def _display(name: str) -> str:
+    return {"jobname": "JobName", "workdir": "WorkDir", "submitline": "SubmitLine"}.get(name, name.title())
 
 
 def _lines(text: str) -> list[str]:
@@ -345,7 +367,10 @@ def _slurm_time(text: str, timezone: tzinfo, column: str) -> datetime | None:
         raise _BadRow(f"{column} {value!r} is not a Slurm time (YYYY-MM-DDTHH:MM:SS)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise _BadRow(f"{column} {value!r} is out of range in UTC") from None
 
 
 def _slurm_time_text(moment: datetime, timezone: tzinfo) -> str:

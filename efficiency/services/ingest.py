@@ -17,9 +17,18 @@ from django.db.models import Q
 from django.utils import timezone
 
 from efficiency.choices import JobState, MappingKind, SourceKind
-from efficiency.collectors.records import GpuReading, JobRecord, LogChunk, Rejected, excerpt
+from efficiency.collectors.records import (
+    MAX_STORED_INT,
+    GpuReading,
+    JobRecord,
+    LogChunk,
+    Rejected,
+    excerpt,
+    job_record_check,
+)
 from efficiency.models import Cluster, Department, DepartmentMapping, Job, RollupDirtyHour
 from efficiency.models import LogChunk as LogChunkRow
+from efficiency.redaction import config_redact
 
 SAMPLE_COLUMNS = (
     "node_id",
@@ -104,12 +113,21 @@ def gpu_readings_ingest(
             result.reject(f"GPU {reading.gpu_index} does not exist on {reading.hostname} ({gpu_count} GPUs)")
             continue
         if not oldest_ms <= reading.timestamp_ms <= newest_ms:
-            when = datetime.fromtimestamp(reading.timestamp_ms / 1000, tz=UTC).isoformat()
             reason = (
                 "in the future (clock skew?)" if reading.timestamp_ms > newest_ms else "older than retention"
             )
-            result.reject(f"sample at {when} is {reason}", f"{reading.hostname} gpu {reading.gpu_index}")
+            result.reject(
+                f"sample at {moment_text(reading.timestamp_ms)} is {reason}",
+                f"{reading.hostname} gpu {reading.gpu_index}",
+            )
             continue
+        if reading.xid_last is not None and not 0 <= reading.xid_last <= MAX_STORED_INT:
+            # The rest of the reading is good: only the code that does not fit is dropped.
+            result.reject(
+                f"Xid code {reading.xid_last} is outside 0..{MAX_STORED_INT}; the reading is kept without it",
+                f"{reading.hostname} gpu {reading.gpu_index}",
+            )
+            reading.xid_last = None
         values = (
             reading.util_pct,
             reading.gr_engine_active_pct,
@@ -124,7 +142,7 @@ def gpu_readings_ingest(
             xid_events += [
                 (node_id, reading.gpu_index, xid, reading.timestamp_ms)
                 for xid, count in reading.xid_counts
-                if count > 0
+                if count > 0 and 0 <= xid <= MAX_STORED_INT
             ]
         key = (node_id, reading.gpu_index, reading.timestamp_ms)
         if reading.mig_instance:
@@ -151,6 +169,14 @@ def gpu_readings_ingest(
     if hours:
         dirty_hours_mark(cluster=cluster, hours=hours, now=now)
     return result
+
+
+def moment_text(timestamp_ms: float) -> str:
+    """A sample's timestamp for a message: ISO 8601, or the raw number when no date can hold it."""
+    try:
+        return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return f"{timestamp_ms} ms since the epoch"
 
 
 def _mean_values(instances: list[tuple]) -> tuple:
@@ -278,20 +304,29 @@ def jobs_ingest(
       account / namespace; an unmapped job is stored without one and reported as a warning;
     - a finished job is never turned back into a pending or running one by an older record
       arriving late;
-    - nodes are linked by hostname; unknown hostnames are reported as warnings.
+    - nodes are linked by hostname; unknown hostnames are reported as warnings;
+    - the config snapshot is stored with its secrets redacted (``efficiency.redaction``);
+    - a record the raw store cannot hold (``job_record_check``: a GPU count past the column's
+      range, a date in year 9999, ...) is rejected with its reason and the rest is stored; text
+      longer than its column is cut to fit and reported as a warning.
     """
     now = now or timezone.now()
     result = IngestResult()
     records = list(records)
     result.received = len(records)
+    checked = []
+    for record in records:
+        check = job_record_check(record, now=now)
+        if check.record is None:
+            result.reject(check.problem, record.external_id)
+            continue
+        result.warnings.extend(Rejected(reason=warning) for warning in check.warnings)
+        checked.append(check.record)
     resolver = _DepartmentResolver(cluster)
     kinds = _MAPPING_KIND.get(source, [MappingKind.SLURM_ACCOUNT, MappingKind.K8S_NAMESPACE])
     node_ids = dict(cluster.nodes.values_list("hostname", "pk"))
     latest: dict[str, JobRecord] = {}
-    for record in records:
-        if not record.external_id or len(record.external_id) > 200:
-            result.reject("job id is empty or longer than 200 characters", record.external_id)
-            continue
+    for record in checked:
         if record.external_id in latest:
             result.duplicates += 1
         latest[record.external_id] = record  # the last word in one delivery wins
@@ -306,7 +341,7 @@ def jobs_ingest(
         existing_nodes[job_id].add(node_id)
     unmapped: dict[str, int] = defaultdict(int)
     missing_nodes: dict[str, int] = defaultdict(int)
-    hours: set[datetime] = set()
+    spans: list[tuple[datetime, datetime]] = []  # (first hour, last hour) each job held GPUs in
     to_create, to_update, node_links = [], [], {}
     finished = JobState.finished()
     for external_id, record in latest.items():
@@ -321,24 +356,24 @@ def jobs_ingest(
                 missing_nodes[hostname] += 1
         values = {
             "department_id": department_id,
-            "account": record.account[:200],
-            "user_name": record.user_name[:150],
-            "name": record.name[:500],
+            "account": record.account,
+            "user_name": record.user_name,
+            "name": record.name,
             "state": record.state,
-            "gpu_count": max(0, record.gpu_count),
-            "gpu_model": record.gpu_model[:100],
+            "gpu_count": record.gpu_count,
+            "gpu_model": record.gpu_model,
             "node_count": record.node_count or len(record.node_names),
             "submitted_at": record.submitted_at,
             "started_at": record.started_at,
             "ended_at": record.ended_at,
             "framework": record.framework,
-            "config": dict(record.config),
+            "config": config_redact(record.config),
         }
         job = existing.get(external_id)
         if job is None:
             job = Job(cluster=cluster, source=source, external_id=external_id, **values)
             to_create.append(job)
-            hours |= _job_hours(record.started_at, record.ended_at, now)
+            spans += _job_span(record.started_at, record.ended_at, now)
         else:
             if job.state in finished and record.state not in finished:
                 result.duplicates += 1  # a stale record delivered late: keep what we know
@@ -355,8 +390,8 @@ def jobs_ingest(
             if any(getattr(job, name) != values[name] for name in _ALLOCATION_FIELDS) or (
                 wanted_nodes != existing_nodes[job.pk]
             ):
-                hours |= _job_hours(job.started_at, job.ended_at, now)
-                hours |= _job_hours(record.started_at, record.ended_at, now)
+                spans += _job_span(job.started_at, job.ended_at, now)
+                spans += _job_span(record.started_at, record.ended_at, now)
             for name, value in values.items():
                 setattr(job, name, value)
             to_update.append(job)
@@ -367,13 +402,18 @@ def jobs_ingest(
             fields = [name.removesuffix("_id") for name in _JOB_FIELDS]
             Job.objects.bulk_update(to_update, fields, batch_size=500)
         if node_links:
-            jobs = dict(
-                Job.objects.filter(
-                    cluster=cluster, source=source, external_id__in=list(node_links)
-                ).values_list("external_id", "pk")
-            )
+            # bulk_create sets the new jobs' keys where the database returns them (PostgreSQL,
+            # SQLite 3.35+); a new job has no links to replace.
+            jobs = {job.external_id: job.pk for job in [*to_create, *to_update]}
+            if None in jobs.values():
+                jobs = dict(
+                    Job.objects.filter(
+                        cluster=cluster, source=source, external_id__in=list(node_links)
+                    ).values_list("external_id", "pk")
+                )
             through = Job.nodes.through
-            through.objects.filter(job_id__in=jobs.values()).delete()
+            if to_update:
+                through.objects.filter(job_id__in=[job.pk for job in to_update]).delete()
             through.objects.bulk_create(
                 [
                     through(job_id=jobs[ext], node_id=node_id)
@@ -382,7 +422,7 @@ def jobs_ingest(
                 ],
                 batch_size=2000,
             )
-        if hours:
+        if hours := _span_hours(spans):
             dirty_hours_mark(cluster=cluster, hours=hours, now=now)
     result.stored = len(to_create) + len(to_update)
     for account, count in unmapped.items():
@@ -396,16 +436,47 @@ def jobs_ingest(
     return result
 
 
-def _job_hours(started_at: datetime | None, ended_at: datetime | None, now: datetime) -> set[datetime]:
-    """The hours a job held GPUs in (up to ``now``): their rollups depend on it."""
+def job_configs_redact(*, batch_size: int = 1000) -> tuple[int, int]:
+    """Redact secrets in every stored config snapshot; returns (checked, changed).
+
+    New jobs are redacted at ingest; this is for snapshots stored under older, narrower rules.
+    """
+    checked, changed, batch = 0, 0, []
+    for job in Job.objects.exclude(config={}).only("pk", "config").iterator(chunk_size=batch_size):
+        checked += 1
+        redacted = config_redact(job.config)
+        if redacted != job.config:
+            job.config = redacted
+            batch.append(job)
+        if len(batch) >= batch_size:
+            changed += Job.objects.bulk_update(batch, ["config"])
+            batch = []
+    changed += Job.objects.bulk_update(batch, ["config"])
+    return checked, changed
+
+
+def _job_span(started_at: datetime | None, ended_at: datetime | None, now: datetime) -> list[tuple]:
+    """The first and last hour a job held GPUs in (up to ``now``), as a one-item list; [] if none."""
     if started_at is None:
-        return set()
+        return []
     end = min(ended_at or now, now)
-    hour = _hour(started_at)
-    hours = set()
-    while hour <= end and len(hours) < 24 * 400:
-        hours.add(hour)
-        hour += timedelta(hours=1)
+    first = _hour(started_at)
+    if end < first:
+        return []
+    # At most 400 days of a job's hours are recomputed, as before: older ones are past any rollup.
+    return [(first, min(_hour(end), first + timedelta(days=400) - timedelta(hours=1)))]
+
+
+def _span_hours(spans: list[tuple[datetime, datetime]]) -> set[datetime]:
+    """Every hour in any of the spans: merged first, so 5,000 overlapping jobs cost their union."""
+    hours: set[datetime] = set()
+    reach: datetime | None = None  # the last hour already added
+    for first, last in sorted(spans):
+        hour = first if reach is None or first > reach else reach + timedelta(hours=1)
+        while hour <= last:
+            hours.add(hour)
+            hour += timedelta(hours=1)
+        reach = last if reach is None or last > reach else reach
     return hours
 
 

@@ -5,18 +5,20 @@ ingest services and keep the books (``SourceRun`` rows and the source's health f
 the Data sources page shows.
 """
 
+import io
 import logging
 import os
 import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import requests
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -36,6 +38,14 @@ SOURCE_LOCK_SPACE = 0x50524F  # first key of the sources' advisory locks (the se
 
 class SourceConfigError(ValueError):
     """The source's configuration is wrong: retrying will not help, an admin must fix it."""
+
+
+class SourceOutsideRoots(SourceConfigError):
+    """A file source's path lies outside ``PORTAL_SOURCE_ROOTS``."""
+
+    def __init__(self, path: str, roots: str) -> None:
+        super().__init__(f"{path} is outside the source roots (PORTAL_SOURCE_ROOTS: {roots})")
+        self.path, self.roots = path, roots
 
 
 class SourceUnavailable(RuntimeError):
@@ -185,33 +195,62 @@ def _http_get(url: str, *, timeout_s: float, headers: dict | None = None) -> str
 
 
 def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
-    """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill."""
-    from efficiency.collectors.dcgm import gpu_readings_from_exposition
+    """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill.
 
+    Each URL is a target of its own, as in Prometheus: one that does not answer, answers 4xx or
+    5xx, or whose page cannot be stored is marked down with its error in ``state["targets"]``
+    and listed among the run's rejections; the other targets are stored all the same. Only a
+    run where every target is down fails.
+    """
     urls = _config(source, "urls", list)
     timeout_s = float(source.config.get("timeout_s", 10))
-    scrape_ms = int(now.timestamp() * 1000)
+    targets: dict[str, dict] = {}
     failures = []
     for entry in urls:
         url, hostname = (
             (entry, "") if isinstance(entry, str) else (entry.get("url", ""), entry.get("hostname", ""))
         )
-        try:
-            text = _http_get(url, timeout_s=timeout_s)
-        except SourceUnavailable as error:
-            failures.append(str(error))
-            continue
-        readings = gpu_readings_from_exposition(text, scrape_time_ms=scrape_ms, default_hostname=hostname)
+        error = _scrape_target(
+            source, recorder, now, url=str(url), hostname=str(hostname), timeout_s=timeout_s
+        )
+        targets[str(url)] = {
+            "health": "down" if error else "up",
+            "last_scrape": now.isoformat(),
+            "last_error": error,
+        }
+        if error:
+            failures.append(error)
+    recorder.state = {**source.state, "targets": targets}
+    if failures and len(failures) == len(urls):
+        raise SourceUnavailable("; ".join(failures[:5]))
+    # Targets that are down while others are up: counted like rejected input, and kept within
+    # the same cap on listed rejections.
+    recorder.add(IngestResult(), parse_rejected=[Rejected(reason=failure) for failure in failures])
+    recorder.watermark = now
+
+
+def _scrape_target(
+    source: DataSource, recorder: RunRecorder, now: datetime, *, url: str, hostname: str, timeout_s: float
+) -> str:
+    """Scrape and store one exporter; returns "" when it worked, else the target's error."""
+    from efficiency.collectors.dcgm import gpu_readings_from_exposition
+
+    try:
+        text = _http_get(url, timeout_s=timeout_s)
+    except (SourceUnavailable, SourceConfigError) as error:
+        return str(error)
+    try:
+        readings = gpu_readings_from_exposition(
+            text, scrape_time_ms=int(now.timestamp() * 1000), default_hostname=hostname
+        )
         result = gpu_readings_ingest(
             cluster=source.cluster, readings=readings.records, interval_s=source.interval_s, now=now
         )
-        recorder.add(result, parse_rejected=readings.rejected)
-    if failures and len(failures) == len(urls):
-        raise SourceUnavailable("; ".join(failures[:5]))
-    # Exporters that did not answer while others did: counted like rejected input, and kept
-    # within the same cap on listed rejections.
-    recorder.add(IngestResult(), parse_rejected=[Rejected(reason=failure) for failure in failures])
-    recorder.watermark = now
+    except Exception as error:  # one target's bad page must not stop the others
+        logger.exception("dcgm target %s of source %s could not be stored", url, source.pk)
+        return excerpt(f"{url}: {type(error).__name__}: {error}")
+    recorder.add(result, parse_rejected=readings.rejected)
+    return ""
 
 
 def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
@@ -219,9 +258,9 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
     from efficiency.collectors import prometheus
 
     # lag_s and initial_backfill_days are the portal's own; the rest is the collector's.
-    settings = {k: v for k, v in source.config.items() if k not in {"lag_s", "initial_backfill_days"}}
+    own = {k: v for k, v in source.config.items() if k not in {"lag_s", "initial_backfill_days"}}
     try:
-        config = prometheus.PrometheusConfig.from_dict(settings)
+        config = prometheus.PrometheusConfig.from_dict(own)
     except (TypeError, ValueError) as error:
         raise SourceConfigError(str(error)) from error
     lag = timedelta(seconds=int(source.config.get("lag_s", 60)))
@@ -245,6 +284,36 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
         raise SourceConfigError(error.message) from error
 
 
+PATH_KEYS = ("path", "root")  # configuration keys that name a file or directory to read
+
+
+def source_path_check(path: str | Path) -> Path:
+    """The path, resolved (symlinks followed), if it lies inside one of ``PORTAL_SOURCE_ROOTS``.
+
+    A file source reads what the worker can read, and a rejection quotes what it read: without
+    this, a source pointed at the secret key or /etc/shadow would show it on the page. Checked
+    when a source is saved in the admin and again every time it is read (a symlink may change).
+    Raises ``SourceConfigError`` naming the path and the roots.
+    """
+    resolved = Path(path).resolve()
+    roots = [Path(root).resolve() for root in settings.PORTAL_SOURCE_ROOTS]
+    if not any(resolved.is_relative_to(root) for root in roots):
+        raise SourceOutsideRoots(str(path), ", ".join(str(root) for root in roots) or "-")
+    return resolved
+
+
+def source_config_check(config: object) -> None:
+    """Check a source configuration's paths against ``PORTAL_SOURCE_ROOTS`` (``SourceConfigError``)."""
+    if not isinstance(config, dict):
+        return
+    for key in PATH_KEYS:
+        value = config.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise SourceConfigError(f"configuration {key!r} must be a non-empty string")
+        if value:
+            source_path_check(value)
+
+
 def _read_text(
     source: DataSource,
     *,
@@ -256,8 +325,9 @@ def _read_text(
     """The source's text: a file (``path``), or a command's output (``command``)."""
     path = source.config.get("path")
     if path:
+        resolved = source_path_check(path)
         try:
-            return Path(path).read_text(encoding="utf-8", errors="replace")
+            return resolved.read_text(encoding="utf-8", errors="replace")
         except OSError as error:
             raise SourceUnavailable(f"cannot read {path}: {error.strerror}") from error
     argv = source.config.get("command")
@@ -313,6 +383,7 @@ def _collect_log_files(source: DataSource, recorder: RunRecorder, now: datetime)
     from efficiency.collectors.logfiles import tail_directory
 
     root = Path(_config(source, "root"))
+    source_path_check(root)
     if not root.is_dir():
         raise SourceUnavailable(f"log directory {root} does not exist")
     tailed = tail_directory(root, source.state.get("cursors", {}))
@@ -377,18 +448,58 @@ def log_push_receive(
     return recorder.run
 
 
-def jobs_csv_import(
-    *, cluster, text: str, timezone_name: str = "UTC", now: datetime | None = None
-) -> SourceRun:
-    """Import job history from the documented CSV format, recorded as a run of the cluster's CSV source."""
-    from efficiency.collectors.jobs_csv import parse_jobs_csv
+def time_zone_get(name: str) -> ZoneInfo:
+    """The IANA time zone ``name``; ``ValueError`` naming it when there is no such zone."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # a key like "../x" or "" is a ValueError
+        raise ValueError(
+            f"unknown time zone {name!r}: use an IANA name such as Asia/Shanghai or UTC"
+        ) from None
 
+
+def jobs_csv_import(
+    *,
+    cluster,
+    text: str | None = None,
+    path: Path | None = None,
+    timezone_name: str = "UTC",
+    now: datetime | None = None,
+    batch_rows: int = 5000,
+    progress: Callable[[SourceRun, int], None] | None = None,
+) -> SourceRun:
+    """Import job history from the documented CSV format, recorded as a run of the cluster's CSV source.
+
+    Give ``text`` or ``path``. A file is streamed in batches of ``batch_rows`` rows, each stored
+    in its own transaction (so memory stays bounded and a re-run after a crash only counts
+    duplicates); ``progress`` is called with the run and the rows read so far after each batch.
+    A file that is not UTF-8 is read in the encoding ``csv_encoding_detect`` finds, with a
+    warning, or refused (``UnknownEncoding``) before anything is stored. Raises ``ValueError``
+    for an unknown zone.
+    """
+    from efficiency.collectors.jobs_csv import csv_encoding_detect, iter_jobs_csv
+
+    zone = time_zone_get(timezone_name)
     now = now or timezone.now()
     source, _ = DataSource.objects.get_or_create(
         cluster=cluster, name="csv-import", defaults={"kind": SourceKind.CSV_IMPORT, "enabled": False}
     )
-    with source_run_record(source, now=now) as recorder:
-        parsed = parse_jobs_csv(text, default_timezone=ZoneInfo(timezone_name))
-        result = jobs_ingest(cluster=cluster, source=JobSource.CSV, records=parsed.records, now=now)
-        recorder.add(result, parse_rejected=parsed.rejected)
+    with ExitStack() as stack, source_run_record(source, now=now) as recorder:
+        if path is None:
+            lines: Iterable[str] = io.StringIO(text or "", newline="")
+        else:
+            encoding = csv_encoding_detect(stack.enter_context(path.open("rb")))
+            if encoding != "utf-8-sig":
+                warning = (
+                    f"the file is not UTF-8: read as {encoding}; save it as UTF-8 to be sure of its text"
+                )
+                recorder.add(IngestResult(warnings=[Rejected(reason=warning)]))
+            lines = stack.enter_context(path.open(encoding=encoding, newline=""))
+        rows = 0
+        for batch in iter_jobs_csv(lines, default_timezone=zone, batch_rows=batch_rows):
+            result = jobs_ingest(cluster=cluster, source=JobSource.CSV, records=batch.records, now=now)
+            recorder.add(result, parse_rejected=batch.rejected)
+            rows += len(batch.records) + len(batch.rejected)
+            if progress is not None:
+                progress(recorder.run, rows)
     return recorder.run

@@ -650,3 +650,21 @@ def test_fetch_chunks_yields_each_chunk_as_it_completes(stub):
         (T0 + timedelta(minutes=2), T0 + timedelta(minutes=4), 1),
         (T0 + timedelta(minutes=4), T0 + timedelta(minutes=5), 1),
     ]
+
+
+def test_a_point_at_an_absurd_instant_is_rejected_with_its_number_and_the_series_kept(stub):
+    # -99999999999999999 ms lies before year 1: naming it in the rejection raised OverflowError.
+    absurd = {
+        "metric": dict(A01_GPU0),
+        "values": [[-99999999999999.999, "NaN"], ["1e400", "5"], [T0_S, "42"]],
+    }
+    stub.serve({"DCGM_FI_DEV_GPU_UTIL": Reply(matrix([absurd]))})
+
+    outcome = fetch_range(config(stub.url), *THREE_MINUTES)
+
+    assert reading(A01_GPU0, 0, util_pct=42.0) in outcome.records
+    reasons = sorted(item.reason for item in outcome.rejected)
+    assert reasons == [
+        "util_pct: 1 value(s) NaN or ±Inf, kept as not reported",
+        "util_pct: 1 value(s) is a malformed point",
+    ]

@@ -319,16 +319,31 @@ def test_bad_node_list_rejects_the_row():
 
 def test_bad_rows_are_rejected_and_good_rows_kept():
     outcome = parse_sacct(fixture("sacct_bad_rows.txt"), timezone=SHANGHAI)
-    assert [record.external_id for record in outcome.records] == ["6001", "6008"]
+    assert [record.external_id for record in outcome.records] == ["6001", "6002", "6008"]
     assert [(rejected.line_no, rejected.reason) for rejected in outcome.rejected] == [
-        (3, "expected 15 fields as in the header, got 17"),
         (4, "unknown Slurm state 'REVOKED' in State"),
         (6, "Submit '11/05-08:30:00' is not a Slurm time (YYYY-MM-DDTHH:MM:SS)"),
         (7, "Submit is '', a job needs a submit time"),
         (8, "NodeList 'gpu-[004-001]': range '004-001' runs backwards"),
         (9, "expected 15 fields as in the header, got 7"),
     ]
-    assert outcome.rejected[0].excerpt.startswith("6002|eval|a|b|bev|")
+    assert by_id(outcome)["6002"].name == "eval|a|b"
+
+
+def test_a_bar_in_the_job_name_keeps_the_job_and_its_fields():
+    job = only_record(parse_rows(sacct_row(name="train | lr=3e-4 |")))
+    assert job.name == "train | lr=3e-4 |"
+    assert (job.account, job.gpu_count) == ("vision", 8)
+
+
+def test_a_bar_is_not_recovered_when_another_column_holds_free_text():
+    text = "JobID|JobName|Comment|State|Submit\n7|a|b|c|COMPLETED|2026-11-05T08:00:00\n"
+    outcome = parse_sacct(text, timezone=SHANGHAI)
+    assert outcome.records == []
+    assert (
+        outcome.rejected[0].reason
+        == "expected 5 fields as in the header, got 6 (JobName, Comment may hold '|')"
+    )
 
 
 def test_non_ascii_job_name_is_kept():
@@ -519,3 +534,12 @@ def test_squeue_header_line_is_skipped():
     text = "JOBID|NAME|ACCOUNT|USER|STATE|SUBMIT_TIME|TRES_PER_NODE|NODES|REASON\n"
     text += "9001|job|vision|zhang.wei|PENDING|2026-11-03T10:00:00|gres/gpu:8|1|Priority\n"
     assert only_record(parse_squeue(text, timezone=SHANGHAI)).external_id == "9001"
+
+
+def test_real_sacct_output_with_a_bar_in_a_job_name_keeps_the_job():
+    # Captured from Slurm 22.05.8 (scripts/slurm-local.sh): sbatch -J 'eval|ckpt=3|lr 3e-4'.
+    outcome = parse_sacct(fixture("sacct_bar_in_name_slurm22.txt"), timezone=UTC)
+    assert outcome.rejected == []
+    jobs = by_id(outcome)
+    assert (jobs["1"].name, jobs["1"].account, jobs["1"].gpu_count) == ("eval|ckpt=3|lr 3e-4", "vision", 2)
+    assert jobs["2"].name == "plain-train"

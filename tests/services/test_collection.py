@@ -194,11 +194,12 @@ def test_kubernetes_jobs_file_is_ingested_without_secrets(cluster):
     )
 
 
-def test_missing_sacct_file_is_unavailable_not_a_crash(cluster):
+def test_missing_sacct_file_is_unavailable_not_a_crash(cluster, tmp_path):
+    missing = tmp_path / "nonexistent" / "sacct.txt"
     source = DataSource.objects.create(
-        cluster=cluster, kind=SourceKind.SLURM, name="sacct", config={"path": "/nonexistent/sacct.txt"}
+        cluster=cluster, kind=SourceKind.SLURM, name="sacct", config={"path": str(missing)}
     )
-    with pytest.raises(SourceUnavailable, match=r"cannot read /nonexistent/sacct\.txt"):
+    with pytest.raises(SourceUnavailable, match=rf"cannot read {missing}"):
         source_collect(source_id=source.pk, now=NOW)
 
 

@@ -77,11 +77,10 @@ def run(env, *argv, check=True) -> str:
     return done.stdout.strip()
 
 
-def sbatch(env, account, gpus, command, *extra) -> str:
+def sbatch(env, account, gpus, command, *extra, name="") -> str:
     gres = f"--gres=gpu:h100:{gpus}"
-    return run(
-        env, "sbatch", "--parsable", "-A", account, gres, "-J", f"portal-{account}", *extra, "--wrap", command
-    )
+    name = name or f"portal-{account}"
+    return run(env, "sbatch", "--parsable", "-A", account, gres, "-J", name, *extra, "--wrap", command)
 
 
 def wait_until(predicate, seconds=90, what="condition"):
@@ -124,7 +123,7 @@ def test_real_jobs_are_collected_with_department_gpus_state_times_and_nodes(slur
     env = slurm_env
     done = sbatch(env, "vision", 6, "sleep 4")  # holds 6 of 8 GPUs
     waits = sbatch(env, "radar", 4, "sleep 1")  # must wait for GPUs
-    fails = sbatch(env, "vision", 1, "exit 3")
+    fails = sbatch(env, "vision", 1, "exit 3", name="eval|ckpt=3|lr 3e-4")  # sacct leaves "|" as is
     cancelled = sbatch(env, "radar", 8, "sleep 300")  # waits behind the others; cancelled
     wait_until(lambda: job_field(env, fails, "JobState") in ("FAILED", ""), what="the failing job")
     run(env, "scancel", cancelled)
@@ -148,7 +147,7 @@ def test_real_jobs_are_collected_with_department_gpus_state_times_and_nodes(slur
     assert (jobs[done].department, jobs[done].gpu_count, jobs[done].state) == (vision, 6, JobState.COMPLETED)
     assert (jobs[waits].department, jobs[waits].gpu_count) == (radar, 4)
     assert jobs[waits].wait_s >= 3  # it queued until the 6-GPU job ended
-    assert jobs[fails].state == JobState.FAILED
+    assert (jobs[fails].state, jobs[fails].name) == (JobState.FAILED, "eval|ckpt=3|lr 3e-4")
     assert jobs[cancelled].state == JobState.CANCELLED
     assert jobs[cancelled].started_at is None
     assert [node.hostname for node in jobs[done].nodes.all()] == [HOST]

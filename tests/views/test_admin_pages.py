@@ -166,7 +166,8 @@ def test_platform_admin_saves_a_data_source(client, org, platform_admin):
     assert org.source.interval_s == 120
 
 
-def test_platform_admin_adds_a_data_source(client, org, platform_admin):
+def test_platform_admin_adds_a_data_source(client, org, platform_admin, settings):
+    settings.PORTAL_SOURCE_ROOTS = ["/var/spool"]  # a file source must lie under a source root
     response = client.post(
         reverse("admin:efficiency_datasource_add"),
         {

@@ -1,0 +1,80 @@
+"""A dcgm scrape run isolates a failed target as Prometheus does: the others are stored."""
+
+import threading
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from efficiency.choices import RunStatus, SourceKind
+from efficiency.models import DataSource, GpuSample
+from efficiency.services.sources import source_collect
+from tests.factories import ClusterFactory, NodeFactory
+
+FIXTURE = (
+    Path(__file__).resolve().parent.parent / "fixtures" / "dcgm" / "dcgm_exporter_issue363_rtx_a5000.txt"
+)
+NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+class _Exporter(BaseHTTPRequestHandler):
+    pages: dict[str, tuple[int, bytes]] = {}
+
+    def do_GET(self):
+        status, body = self.pages.get(self.path, (404, b"404 page not found\n"))
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def exporter():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield _Exporter.pages, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def cluster(db):
+    cluster = ClusterFactory(slug="c1")
+    NodeFactory(cluster=cluster, hostname="k8s-gpu1", gpu_count=1)
+    NodeFactory(cluster=cluster, hostname="k8s-gpu2", gpu_count=1)
+    return cluster
+
+
+def test_a_404_and_an_absurd_timestamp_mark_their_targets_and_the_good_one_is_stored(cluster, exporter):
+    pages, base = exporter
+    good = FIXTURE.read_bytes()
+    pages["/good"] = (200, good)
+    # The same page from another host, with one sample stamped -99999999999999999 ms.
+    pages["/absurd"] = (
+        200,
+        good.replace(b'Hostname="k8s-gpu1"', b'Hostname="k8s-gpu2"')
+        + b'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="k8s-gpu2"} 41 -99999999999999999\n',
+    )
+    urls = [f"{base}/gone", f"{base}/absurd", f"{base}/good"]
+    source = DataSource.objects.create(
+        cluster=cluster, kind=SourceKind.DCGM_SCRAPE, name="dcgm", config={"urls": urls}
+    )
+
+    run = source_collect(source_id=source.pk, now=NOW)
+
+    assert run.status == RunStatus.PARTIAL
+    assert list(GpuSample.objects.values_list("node__hostname", flat=True)) == ["k8s-gpu1"]
+    reasons = [item["reason"] for item in run.rejects]
+    # The exposition format's value is a float: -99999999999999999 reads as -1e17.
+    assert "sample at -100000000000000000 ms since the epoch is older than retention" in reasons
+    assert f"{base}/gone answered HTTP 404" in reasons
+    source.refresh_from_db()
+    health = {url: target["health"] for url, target in source.state["targets"].items()}
+    assert health == {urls[0]: "down", urls[1]: "up", urls[2]: "up"}
+    assert source.state["targets"][urls[0]]["last_error"] == f"{base}/gone answered HTTP 404"
+    assert source.watermark == NOW
+    assert source.consecutive_failures == 0
