@@ -279,7 +279,7 @@ def test_a_gzip_bomb_is_413_without_inflating_it():
     ("body", "reason"),
     [
         (b"not gzip at all", "not valid gzip"),
-        (gzip.compress(b"x" * 1000)[:-12], "truncated"),
+        (gzip.compress(b"x" * 1000, mtime=0)[:-12], "truncated"),
     ],
 )
 def test_a_corrupt_or_truncated_gzip_body_is_400_with_the_reason(body, reason):
