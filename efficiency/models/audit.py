@@ -12,6 +12,7 @@ that caused them.
 """
 
 from django.contrib.auth import get_user_model
+from django.db import models
 from simple_history import register
 from simple_history.models import HistoricalRecords
 
@@ -20,19 +21,50 @@ from efficiency.models.inventory import Department, Node
 from efficiency.models.quotas import Quota, QuotaCycle
 from efficiency.models.telemetry import DataSource
 
+BASELINE_REASON = "state before the first recorded change"
+
 
 class AuditRecords(HistoricalRecords):
-    """History that skips saves of left-out fields only (``save(update_fields=[...])``)."""
+    """History that skips saves of left-out fields only (``save(update_fields=[...])``), and
+    whose first change of a row also records the row as it was before it.
+
+    Rows made in bulk (a quota proposal) or before the trail existed have no history yet; the
+    baseline gives their first change its "from" (no user: nobody made it a change).
+    """
+
+    def finalize(self, sender, **kwargs):
+        super().finalize(sender, **kwargs)
+        if sender is self.cls:
+            models.signals.pre_save.connect(self.pre_save, sender=sender, weak=False)
+
+    def _tracked(self, update_fields) -> bool:
+        return not update_fields or not set(update_fields) <= set(self.excluded_fields)
+
+    def pre_save(self, instance, raw=False, using=None, update_fields=None, **kwargs):
+        if not raw and not instance._state.adding and self._tracked(update_fields):
+            self._baseline_ensure(instance, using)
 
     def post_save(self, instance, created, using=None, **kwargs):
-        update_fields = kwargs.get("update_fields")
-        if not created and update_fields and set(update_fields) <= self.untracked_fields:
+        if not created and not self._tracked(kwargs.get("update_fields")):
             return
         super().post_save(instance, created, using=using, **kwargs)
 
-    @property
-    def untracked_fields(self) -> set[str]:
-        return set(self.excluded_fields)
+    def m2m_changed(self, instance, action, attr, pk_set, reverse, **kwargs):
+        if action in ("pre_add", "pre_remove", "pre_clear") and not reverse:
+            self._baseline_ensure(instance, kwargs.get("using"))
+        super().m2m_changed(instance, action, attr, pk_set, reverse, **kwargs)
+
+    def _baseline_ensure(self, instance, using) -> None:
+        if instance.pk is None or hasattr(instance, "skip_history_when_saving"):
+            return
+        if getattr(instance, self.manager_name).exists():
+            return
+        before = type(instance)._default_manager.using(using).filter(pk=instance.pk).first()
+        if before is None:
+            return
+        before._history_user = None
+        before._change_reason = BASELINE_REASON
+        self.create_historical_record(before, "~", using=using)
 
 
 # Bookkeeping of each collection run, written every minute: not a change of the source.
