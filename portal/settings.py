@@ -146,6 +146,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "efficiency.auth.lockout_response"
 AXES_VERBOSE = False
+# The log names the username and address of a failure and a lockout (ops need both to act).
+AXES_SENSITIVE_PARAMETERS: list[str] = []
 # API tokens (efficiency.models.ApiToken): stored as SHA-256 digests, valid this many days.
 PORTAL_API_TOKEN_DAYS = env_int("PORTAL_API_TOKEN_DAYS", 90)
 
