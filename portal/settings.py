@@ -134,8 +134,8 @@ INSTALLED_APPS += ["axes", "simple_history"]
 # lockout into the login page's (or the API's) 429.
 MIDDLEWARE += ["simple_history.middleware.HistoryRequestMiddleware", "axes.middleware.AxesMiddleware"]
 # Login throttling (django-axes): after PORTAL_LOGIN_FAILURE_LIMIT wrong passwords for one
-# username from one address, that pair is refused for PORTAL_LOGIN_COOLOFF_MIN minutes (a
-# wrong try meanwhile starts the wait again); a right password resets the count.
+# username from one address, that pair is refused for PORTAL_LOGIN_COOLOFF_MIN minutes (any
+# try meanwhile starts the wait again); a right password resets the count.
 AUTHENTICATION_BACKENDS = [
     "efficiency.auth.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",

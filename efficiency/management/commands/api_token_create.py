@@ -15,12 +15,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="What uses the token (default: the username).")
-        parser.add_argument(
-            "--days", type=int, help="Days until it expires (default PORTAL_API_TOKEN_DAYS)."
-        )
-        parser.add_argument(
-            "--source", type=int, metavar="ID", help="Id of the Log push source to push to."
-        )
+        parser.add_argument("--days", type=int, help="Days until it expires (default PORTAL_API_TOKEN_DAYS).")
+        parser.add_argument("--source", type=int, metavar="ID", help="Id of the Log push source to push to.")
 
     def handle(self, *args, username: str, name: str, days: int | None, source: int | None, **options):
         user = get_user_model().objects.filter(username=username).first()
