@@ -250,6 +250,12 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = ["user", "prefix", "source", "created_at", "last_used_at"]
     fields = ["user", "name", "prefix", "source", "created_at", "expires_at", "last_used_at"]
 
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user" and not request.user.is_superuser:
+            # A token acts as its user: only a superuser issues one for a superuser.
+            kwargs["queryset"] = User.objects.filter(is_superuser=False)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:
             kwargs["form"] = ApiTokenAddForm

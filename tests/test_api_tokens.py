@@ -159,6 +159,16 @@ def test_a_platform_admin_issues_a_token_in_the_admin_and_sees_the_key_once(clie
     assert api_get(client, key).status_code == 200
 
 
+def test_a_platform_admin_cannot_issue_a_token_for_a_superuser(client, org):
+    root = UserFactory(username="root", is_superuser=True, is_staff=True)
+    client.force_login(UserFactory(username="ops", role=Role.PLATFORM_ADMIN))
+    response = client.post(
+        reverse("admin:efficiency_apitoken_add"), {"user": root.pk, "name": "escalate", "days": 14}
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert not ApiToken.objects.exists()
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=80))
 def test_any_other_key_is_a_401_never_a_500(client, org, key):
