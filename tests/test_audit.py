@@ -111,6 +111,12 @@ def test_a_role_given_in_the_admin_records_the_group_membership(client, org):
     assert {head.user.username for head in record.heads.all()} == {"head-a", "newcomer"}
 
 
+def test_giving_a_user_the_role_they_have_records_nothing(org):
+    count = org.committee.history.count()
+    user_role_assign(user=org.committee, role=Role.COMMITTEE)
+    assert org.committee.history.count() == count
+
+
 def test_the_trail_keeps_no_password_hash_and_a_sign_in_is_not_a_change(client, org):
     count = org.head_a.history.count()
     client.post("/login/", {"username": "head-a", "password": PASSWORD})

@@ -50,9 +50,17 @@ class AuditRecords(HistoricalRecords):
         super().post_save(instance, created, using=using, **kwargs)
 
     def m2m_changed(self, instance, action, attr, pk_set, reverse, **kwargs):
-        if action in ("pre_add", "pre_remove", "pre_clear") and not reverse:
+        if reverse:
+            return  # group.user_set.add(user): the trail follows the user's side only
+        if action in ("pre_add", "pre_remove", "pre_clear"):
             self._baseline_ensure(instance, kwargs.get("using"))
         super().m2m_changed(instance, action, attr, pk_set, reverse, **kwargs)
+        if action in ("post_add", "post_remove", "post_clear"):
+            # Removing what was not there (user_role_assign drops the other roles) changes nothing.
+            record = getattr(instance, self.manager_name).first()
+            previous = record.prev_record if record is not None else None
+            if previous is not None and not record.diff_against(previous).changes:
+                record.delete()
 
     def _baseline_ensure(self, instance, using) -> None:
         if instance.pk is None or hasattr(instance, "skip_history_when_saving"):
