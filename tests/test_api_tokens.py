@@ -11,6 +11,7 @@ import time_machine
 from django.apps import apps
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
@@ -81,6 +82,15 @@ def test_use_is_recorded_at_most_every_few_minutes(client, org):
     assert first is not None
     api_get(client, issued.key)
     assert ApiToken.objects.get().last_used_at == first
+
+
+def test_checking_a_token_costs_one_query_and_recording_its_use_one_more_every_few_minutes(client, org):
+    issued = api_token_issue(user=org.head_b, name="notebook")
+    for expected in (2, 1):  # the first call records the use; the next one only reads
+        with CaptureQueriesContext(connection) as queries:
+            assert api_get(client, issued.key).status_code == 200
+        token_queries = [q["sql"] for q in queries if ApiToken._meta.db_table in q["sql"]]
+        assert len(token_queries) == expected, "why does token authentication need more queries?"
 
 
 def test_a_push_token_pushes_to_its_source(client, org):
