@@ -97,9 +97,9 @@ register(
     excluded_fields=["password", "last_login"],
     m2m_fields=["groups"],
 )
-register(Department, records_class=AuditRecords, m2m_fields=["heads"])
-register(Node, records_class=AuditRecords, excluded_fields=["updated_at"])
-register(DataSource, records_class=AuditRecords, excluded_fields=SOURCE_RUN_FIELDS)
-register(Incident, records_class=AuditRecords, excluded_fields=["updated_at"])
-register(QuotaCycle, records_class=AuditRecords)
-register(Quota, records_class=AuditRecords, excluded_fields=["demand_gpus", "explanation"])
+register(Department, app="efficiency", records_class=AuditRecords, m2m_fields=["heads"])
+register(Node, app="efficiency", records_class=AuditRecords, excluded_fields=["updated_at"])
+register(DataSource, app="efficiency", records_class=AuditRecords, excluded_fields=SOURCE_RUN_FIELDS)
+register(Incident, app="efficiency", records_class=AuditRecords, excluded_fields=["updated_at"])
+register(QuotaCycle, app="efficiency", records_class=AuditRecords)
+register(Quota, app="efficiency", records_class=AuditRecords, excluded_fields=["demand_gpus", "explanation"])
