@@ -1,26 +1,35 @@
 from django import forms
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
+from rest_framework.authtoken.models import TokenProxy
+from simple_history.admin import SimpleHistoryAdmin
 
 from efficiency.choices import Role
 from efficiency.models import (
     ActuatorConfig,
+    ApiToken,
     Cluster,
     DataSource,
     Department,
     DepartmentMapping,
     FaultPolicy,
     Gpu,
+    Incident,
     Job,
     Node,
+    NodeStateChange,
+    Quota,
+    QuotaCycle,
     SourceRun,
     WorkerHeartbeat,
 )
 from efficiency.services.sources import SourceConfigError, SourceOutsideRoots, source_config_check
+from efficiency.services.tokens import TokenError, api_token_build
 
 
 @admin.register(Cluster)
@@ -43,7 +52,7 @@ class DepartmentMappingInline(admin.TabularInline):
 
 
 @admin.register(Department)
-class DepartmentAdmin(admin.ModelAdmin):
+class DepartmentAdmin(SimpleHistoryAdmin):
     list_display = ["code", "name", "head_names", "is_active"]
     list_filter = ["is_active"]
     search_fields = ["code", "name", "heads__username"]
@@ -72,7 +81,7 @@ class GpuInline(admin.TabularInline):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(SimpleHistoryAdmin):
     list_display = [
         "hostname",
         "cluster",
@@ -148,7 +157,7 @@ class DataSourceForm(forms.ModelForm):
 
 
 @admin.register(DataSource)
-class DataSourceAdmin(admin.ModelAdmin):
+class DataSourceAdmin(SimpleHistoryAdmin):
     form = DataSourceForm
     list_display = [
         "name",
@@ -206,7 +215,7 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class PortalUserAdmin(UserAdmin):
+class PortalUserAdmin(SimpleHistoryAdmin, UserAdmin):
     """Users and their roles (the role is the group). Only a superuser grants superuser status
     or single permissions: a platform admin runs the portal but cannot raise their own rights."""
 
@@ -226,3 +235,131 @@ class PortalUserAdmin(UserAdmin):
         if not request.user.is_superuser:
             readonly += ["is_superuser", "user_permissions"]
         return readonly
+
+
+# --- API tokens and the audit trail ---------------------------------------------------------
+
+# Plain-text DRF tokens are not used (efficiency.auth.ApiTokenAuthentication reads ApiToken).
+admin.site.unregister(TokenProxy)
+
+
+class ApiTokenAddForm(forms.ModelForm):
+    days = forms.IntegerField(
+        label=_("valid for (days)"), min_value=1, initial=lambda: settings.PORTAL_API_TOKEN_DAYS
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ["user", "name", "source"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        try:
+            self.issued = api_token_build(
+                user=cleaned["user"], name=cleaned["name"], days=cleaned["days"], source=cleaned.get("source")
+            )
+        except TokenError as error:
+            raise forms.ValidationError(str(error)) from error
+        return cleaned
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Issue a token (its key is shown once, here), shorten its life, or delete it to revoke."""
+
+    list_display = ["prefix", "name", "user", "source", "created_at", "expires_at", "last_used_at"]
+    list_filter = ["source"]
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user", "source__cluster"]
+    raw_id_fields = ["user"]
+    readonly_fields = ["user", "prefix", "source", "created_at", "last_used_at"]
+    fields = ["user", "name", "prefix", "source", "created_at", "expires_at", "last_used_at"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user" and not request.user.is_superuser:
+            # A token acts as its user: only a superuser issues one for a superuser.
+            kwargs["queryset"] = User.objects.filter(is_superuser=False)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiTokenAddForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        return ["user", "name", "source", "days"] if obj is None else self.fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            issued = form.issued
+            obj.prefix, obj.digest, obj.expires_at = (
+                issued.token.prefix,
+                issued.token.digest,
+                issued.token.expires_at,
+            )
+            messages.warning(
+                request,
+                _("The new token is %(key)s — copy it now: it is shown only this once and not stored.")
+                % {"key": issued.key},
+            )
+        super().save_model(request, obj, form, change)
+
+
+class AuditedReadOnlyAdmin(SimpleHistoryAdmin):
+    """Rows the portal's own pages change: here only to read, with their history."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Incident)
+class IncidentAdmin(AuditedReadOnlyAdmin):
+    list_display = ["pk", "title", "category", "status", "node", "department", "occurred_at"]
+    list_filter = ["status", "category", "severity"]
+    search_fields = ["title", "node__hostname", "job__external_id"]
+    list_select_related = ["node", "department"]
+
+
+@admin.register(QuotaCycle)
+class QuotaCycleAdmin(AuditedReadOnlyAdmin):
+    list_display = ["pk", "cluster", "start", "end", "status", "approved_by", "approved_at"]
+    list_filter = ["cluster", "status"]
+    list_select_related = ["cluster", "approved_by"]
+
+
+@admin.register(Quota)
+class QuotaAdmin(AuditedReadOnlyAdmin):
+    list_display = ["cycle", "department", "gpu_model", "guaranteed_gpus", "borrowing_limit_gpus"]
+    list_filter = ["cycle__cluster", "department"]
+    list_select_related = ["cycle__cluster", "department"]
+    exclude = ["demand_gpus", "explanation"]
+
+
+@admin.register(NodeStateChange)
+class NodeStateChangeAdmin(admin.ModelAdmin):
+    """Node states moved by the fault service (isolate, return to service), with the incident."""
+
+    list_display = ["node", "at", "previous_state", "state", "incident", "actor"]
+    list_filter = ["state"]
+    search_fields = ["node__hostname"]
+    list_select_related = ["node", "incident", "actor"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

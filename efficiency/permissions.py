@@ -2,12 +2,13 @@
 
 Platform admins run the inventory (clusters, departments and their heads, mappings, nodes and
 GPUs), the data sources, fault policies and actuators, users and their roles, and API tokens in
-the Django admin. They read jobs, source runs and worker heartbeats there; they never delete
-nodes or departments (retire or deactivate them: history stays). Committee members and
+the Django admin. They read jobs, source runs, worker heartbeats, the audit trail (history of
+incidents, quotas, nodes, sources, users) and login lockouts there (deleting one unlocks). They
+never delete nodes or departments (retire or deactivate them: history stays). Committee members and
 department heads work in the portal's own pages and need no model permissions.
 
 ``role_permissions_grant`` takes the model classes as arguments so that a data migration can
-pass its historical models (migration 0011 grants these to existing databases).
+pass its historical models (migrations 0011 and 0016 grant these to existing databases).
 """
 
 from efficiency.choices import Role
@@ -27,10 +28,17 @@ ROLE_MODEL_PERMISSIONS: dict[Role, dict[tuple[str, str], list[str]]] = {
         ("efficiency", "workerheartbeat"): [VIEW],
         ("efficiency", "faultpolicy"): [VIEW, ADD, CHANGE],
         ("efficiency", "actuatorconfig"): [VIEW, ADD, CHANGE, DELETE],
+        ("efficiency", "nodestatechange"): [VIEW],
+        ("efficiency", "incident"): [VIEW],
+        ("efficiency", "quotacycle"): [VIEW],
+        ("efficiency", "quota"): [VIEW],
         ("auth", "user"): [VIEW, ADD, CHANGE],
         ("auth", "group"): [VIEW],
-        ("authtoken", "tokenproxy"): [VIEW, ADD, DELETE],
-        ("authtoken", "token"): [VIEW, ADD, DELETE],
+        ("efficiency", "apitoken"): [VIEW, ADD, CHANGE, DELETE],
+        # Login throttling (django-axes): who is locked out; deleting an attempt unlocks.
+        ("axes", "accessattempt"): [VIEW, DELETE],
+        ("axes", "accesslog"): [VIEW],
+        ("axes", "accessfailurelog"): [VIEW],
     },
 }
 

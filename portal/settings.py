@@ -9,6 +9,7 @@ Two modes:
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -128,6 +129,27 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "efficiency:home"
 LOGOUT_REDIRECT_URL = "login"
+INSTALLED_APPS += ["axes", "simple_history"]
+# Last, after authentication: the audit trail records who made a change, and axes turns a
+# lockout into the login page's (or the API's) 429.
+MIDDLEWARE += ["simple_history.middleware.HistoryRequestMiddleware", "axes.middleware.AxesMiddleware"]
+# Login throttling (django-axes): after PORTAL_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair is refused for PORTAL_LOGIN_COOLOFF_MIN minutes (any
+# try meanwhile starts the wait again); a right password resets the count.
+AUTHENTICATION_BACKENDS = [
+    "efficiency.auth.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("PORTAL_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("PORTAL_LOGIN_COOLOFF_MIN", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "efficiency.auth.lockout_response"
+AXES_VERBOSE = False
+# The log names the username and address of a failure and a lockout (ops need both to act).
+AXES_SENSITIVE_PARAMETERS: list[str] = []
+# API tokens (efficiency.models.ApiToken): stored as SHA-256 digests, valid this many days.
+PORTAL_API_TOKEN_DAYS = env_int("PORTAL_API_TOKEN_DAYS", 90)
 
 # --- I18n and time ---------------------------------------------------------------------------
 LANGUAGE_CODE = env_str("LANGUAGE_CODE", "en")
@@ -180,7 +202,7 @@ if PRODUCTION:
 REST_FRAMEWORK = {
     # Token first: an anonymous API call gets 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "efficiency.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -309,6 +331,8 @@ LOGGING = {
         # WARNING (with a traceback for a 403); server errors are logged at ERROR and kept.
         # Refused CSRF tokens and other security events still go through django.security.
         "django.request": {"level": "ERROR"},
+        # Every sign-in is an INFO line from django-axes; lockouts are warnings and stay.
+        "axes": {"level": "WARNING"},
     },
 }
 # Raw GPU samples older than this are dropped (rollups keep the history).

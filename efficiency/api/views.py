@@ -31,7 +31,7 @@ from efficiency.choices import Role, SourceKind
 from efficiency.collectors.logpush import PushRefused
 from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
 from efficiency.forms import RangeForm, TimeRange, time_range_from_request
-from efficiency.models import DataSource, Department, FaultSignal, Quota, QuotaCycle, QuotaObjection
+from efficiency.models import ApiToken, DataSource, Department, FaultSignal, Quota, QuotaCycle, QuotaObjection
 from efficiency.scoping import scope_queryset, sees_all_departments, user_role
 from efficiency.selectors import faults as fault_selectors
 from efficiency.selectors import quotas as quota_selectors
@@ -88,9 +88,16 @@ class JobViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
 
 
 class CanPushLogs(BasePermission):
-    """Platform admins, or a log shipper's service account with the ``add_logchunk`` permission."""
+    """The source's own push token; or platform admins, or a log shipper's service account
+    with the ``add_logchunk`` permission (any source)."""
 
     def has_permission(self, request, view) -> bool:
+        token = request.auth
+        if isinstance(token, ApiToken) and token.source_id is not None:
+            self.message = _("This push token belongs to the source %(source)s, not to this one.") % {
+                "source": token.source
+            }
+            return str(token.source_id) == str(view.kwargs.get("pk"))
         return user_role(request.user) == Role.PLATFORM_ADMIN or request.user.has_perm(
             "efficiency.add_logchunk"
         )
@@ -108,6 +115,7 @@ class LogPushView(KnownQueryParams, APIView):
     """
 
     permission_classes = [IsAuthenticated, CanPushLogs]
+    accepts_push_tokens = True
     parser_classes: list = []  # the body is read raw: NDJSON is not one JSON document
 
     @extend_schema(

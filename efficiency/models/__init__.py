@@ -33,9 +33,14 @@ from efficiency.models.telemetry import (
     ScopeHour,
     SourceRun,
 )
+from efficiency.models.tokens import ApiToken
+
+# Registers the audit trail's historical models (after every model it records).
+from efficiency.models import audit  # noqa: F401  isort: skip
 
 __all__ = [
     "ActuatorConfig",
+    "ApiToken",
     "CapacityAlert",
     "Cluster",
     "DataSource",

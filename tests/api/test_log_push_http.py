@@ -19,10 +19,10 @@ from contextlib import contextmanager
 import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from efficiency.choices import SourceKind
 from efficiency.models import DataSource, LogChunk
+from efficiency.services.tokens import api_token_issue
 from tests.factories import ClusterFactory, UserFactory
 from tests.workers import ROOT, worker_env
 
@@ -78,7 +78,7 @@ def pushing(transactional_db, tmp_path):
     )
     user = UserFactory(username="vector")
     user.user_permissions.add(Permission.objects.get(codename="add_logchunk"))
-    token = Token.objects.create(user=user).key
+    token = api_token_issue(user=user, name="vector").key
     with gunicorn(worker_env(_database_url(), tmp_path / "var")) as port:
 
         def push(blocks: list[bytes], **headers: str) -> tuple[int, dict]:

@@ -5,10 +5,10 @@ import json
 
 import pytest
 from django.contrib.auth.models import Permission
-from rest_framework.authtoken.models import Token
 
 from efficiency.choices import RunStatus
 from efficiency.models import LogChunk, SourceRun
+from efficiency.services.tokens import api_token_issue
 from tests.factories import UserFactory
 
 
@@ -20,7 +20,7 @@ def ndjson(*objects) -> bytes:
 def shipper(org):
     user = UserFactory(username="fluent-bit")
     user.user_permissions.add(Permission.objects.get(codename="add_logchunk"))
-    return Token.objects.create(user=user).key
+    return api_token_issue(user=user, name="fluent-bit").key
 
 
 def post(client, org, body, token):
@@ -70,7 +70,7 @@ def test_bad_lines_are_rejected_with_reasons_and_good_ones_kept(client, org, shi
 
 
 def test_a_user_without_the_permission_cannot_push(client, org):
-    token = Token.objects.create(user=org.committee).key
+    token = api_token_issue(user=org.committee, name="t").key
     assert post(client, org, ndjson({"stream": "s", "offset": 0, "line": "x"}), token).status_code == 403
 
 

@@ -18,7 +18,6 @@ from django.db import transaction
 from django.utils import translation
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
 
 from efficiency.analysis.faults import trust
 from efficiency.choices import ActionKind, NodeState, SourceKind
@@ -33,6 +32,7 @@ from efficiency.models import (
 )
 from efficiency.services import faults
 from efficiency.services.sources import source_collect
+from efficiency.services.tokens import api_token_issue
 from tests.factories import UserFactory
 from tests.fault_helpers import T0, kernel_xid_chunk, running_job, slurm_actuators, true_actuators
 
@@ -92,7 +92,7 @@ def test_a_pushed_xid79_line_naming_another_node_is_a_suspicion_without_that_nod
     answer = client.post(
         f"/api/v1/sources/{world.source.pk}/logs/", data=json.dumps(line),
         content_type="application/x-ndjson",
-        HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=shipper).key}",
+        HTTP_AUTHORIZATION=f"Token {api_token_issue(user=shipper, name='shipper').key}",
     )  # fmt: skip
     assert answer.status_code == 200
     faults.fault_scan_source(source=world.source, now=T0)

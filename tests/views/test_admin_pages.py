@@ -132,7 +132,7 @@ def test_admin_index_lists_what_the_readme_sends_admins_to(client, platform_admi
         "Nodes",
         "Departments",
         "Users",
-        "Tokens",
+        "API tokens",
     ):
         assert f">{name}<" in page, name
 
