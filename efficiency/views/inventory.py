@@ -102,9 +102,9 @@ def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _department_part(request: HttpRequest, code: str, template: str, build) -> HttpResponse:
     department = get_or_404(department_get, user=request.user, code=code)
-    _, time_range = time_range_from_request(request.GET)
+    form, time_range = time_range_from_request(request.GET)
     if time_range is None:
-        return HttpResponse(status=400)
+        return render(request, "partials/range_errors.html", {"range_form": form}, status=400)
     context = {"department": department, "time_range": time_range, **build(request, department, time_range)}
     return render(request, template, context)
 
