@@ -3,6 +3,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from efficiency.choices import NodeState
 from efficiency.filters import DepartmentFilter, NodeFilter
 from efficiency.forms import time_range_from_request
 from efficiency.selectors.inventory import department_get, department_list, node_get, node_list
@@ -14,7 +15,7 @@ from efficiency.selectors.usage import (
     job_usage_list,
     node_classification_history,
 )
-from efficiency.views.helpers import get_or_404, render_filtered_list
+from efficiency.views.helpers import choice_label, get_or_404, render_filtered_list
 from efficiency.views.usage import (
     department_heatmap_context,
     department_jobs_context,
@@ -67,7 +68,7 @@ NODE_CSV_COLUMNS = [
     (_("GPUs"), lambda node: node.gpu_count),
     (_("RDMA capable"), lambda node: node.rdma_capable),
     (_("Fault domain"), lambda node: node.fault_domain),
-    (_("State"), lambda node: node.get_state_display()),
+    (_("State"), lambda node: choice_label(NodeState, node.state)),
     (_("Owner"), lambda node: node.owner_department.code if node.owner_department else _("Shared pool")),
 ]
 
