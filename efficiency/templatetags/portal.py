@@ -9,6 +9,7 @@ from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
 
 from efficiency.choices import NodeClass
+from efficiency.markdown_text import markdown_code, markdown_text
 from efficiency.times import display_time
 
 register = template.Library()
@@ -42,6 +43,18 @@ def when(moment: datetime | date | None, fmt: str = "Y-m-d H:i") -> str:
     text = dateformat.format(local, fmt)
     # display_time falls back to datetime.UTC itself; the display zone is a zoneinfo, even "UTC".
     return f"{text} UTC" if local.tzinfo is UTC else text
+
+
+@register.filter
+def md(value: object) -> str:
+    """Data as literal inline Markdown (the Markdown fault report; see efficiency.markdown_text)."""
+    return "" if value is None else markdown_text(value)
+
+
+@register.filter
+def md_code(value: object) -> str:
+    """Data as an inline Markdown code span that it cannot break out of."""
+    return markdown_code("" if value is None else value)
 
 
 @register.simple_tag(takes_context=True)
