@@ -97,7 +97,7 @@ def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if time_range is None:
         return render(request, "efficiency/inventory/node_detail.html", context, status=400)
-    context.update(node_usage_context(node, time_range))
+    context.update(node_usage_context(request, node, time_range))
     return render(request, "efficiency/inventory/node_detail.html", context)
 
 
