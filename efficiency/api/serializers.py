@@ -1,5 +1,7 @@
+import contextlib
 from datetime import datetime
 
+from django.core.exceptions import FieldDoesNotExist
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import models
 from django.utils import timezone
@@ -51,6 +53,15 @@ class SlugRelatedField(serializers.SlugRelatedField):
         if isinstance(data, str):
             ProhibitNullCharactersValidator()(data)
         return super().to_internal_value(data)
+
+    def bind(self, field_name, parent):
+        super().bind(field_name, parent)
+        # A read-only link over a nullable foreign key (a job without a department, an event
+        # without an actor) gives null: say so, so that the OpenAPI schema declares it.
+        model = getattr(getattr(parent, "Meta", None), "model", None)
+        if self.read_only and model is not None and "." not in self.source:
+            with contextlib.suppress(FieldDoesNotExist):
+                self.allow_null = model._meta.get_field(self.source).null
 
 
 class ModelSerializer(serializers.ModelSerializer):
@@ -118,9 +129,9 @@ class NodeDetailSerializer(NodeSerializer):
 class JobSerializer(ModelSerializer):
     cluster = SlugRelatedField(slug_field="slug", read_only=True)
     department = SlugRelatedField(slug_field="code", read_only=True)
-    wait_s = serializers.FloatField(read_only=True)
-    duration_s = serializers.FloatField(read_only=True)
-    gpu_hours = serializers.FloatField(read_only=True)
+    wait_s = serializers.FloatField(read_only=True, allow_null=True)
+    duration_s = serializers.FloatField(read_only=True, allow_null=True)
+    gpu_hours = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta:
         model = Job
@@ -533,3 +544,15 @@ class IncidentCloseSerializer(serializers.Serializer):
     reason = serializers.CharField(
         max_length=2000, help_text=_("Why the incident is closed without a recovery (required).")
     )
+
+
+class IdleAllocationSerializer(serializers.Serializer):
+    """A job that held GPUs while they sat idle for ``idle_hours`` in a row."""
+
+    job = serializers.IntegerField(help_text=_("The job's id."))
+    external_id = serializers.CharField()
+    department = serializers.CharField(allow_null=True)
+    start = DateTimeField()
+    end = DateTimeField()
+    idle_hours = serializers.IntegerField()
+    wasted_gpu_hours = serializers.FloatField()

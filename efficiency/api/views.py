@@ -176,7 +176,7 @@ class IdleAllocationView(KnownQueryParams, APIView):
 
     query_params = (RangeForm, "min_hours")
 
-    @extend_schema(responses=dict)
+    @extend_schema(responses=serializers.IdleAllocationSerializer(many=True))
     def get(self, request):
         time_range = _range_or_400(request)
         try:
