@@ -4,8 +4,9 @@ import django_filters
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from efficiency.choices import JobSource, JobState, NodeState
-from efficiency.models import Cluster, Department, Job, Node
+from efficiency.choices import FaultCategory, IncidentStatus, JobSource, JobState, NodeState
+from efficiency.forms import IsoDateTimeField, ModelChoiceField
+from efficiency.models import Cluster, Department, FaultSignal, Incident, Job, Node
 from efficiency.scoping import scope_queryset
 
 
@@ -14,6 +15,14 @@ def _visible_departments(request) -> QuerySet[Department]:
     if request is None:
         return Department.objects.none()
     return scope_queryset(Department.objects.all(), request.user)
+
+
+class ModelChoiceFilter(django_filters.ModelChoiceFilter):
+    field_class = ModelChoiceField
+
+
+class IsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = IsoDateTimeField
 
 
 def _yes_no_filter(label, **kwargs) -> django_filters.TypedChoiceFilter:
@@ -44,11 +53,9 @@ class DepartmentFilter(django_filters.FilterSet):
 
 class NodeFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(label=_("Hostname"), field_name="hostname", lookup_expr="icontains")
-    cluster = django_filters.ModelChoiceFilter(
-        label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug"
-    )
+    cluster = ModelChoiceFilter(label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug")
     state = django_filters.ChoiceFilter(label=_("State"), choices=NodeState.choices)
-    owner = django_filters.ModelChoiceFilter(
+    owner = ModelChoiceFilter(
         label=_("Owner"),
         field_name="owner_department",
         queryset=_visible_departments,
@@ -75,19 +82,15 @@ class NodeFilter(django_filters.FilterSet):
 
 class JobFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(label=_("Search"), method="search")
-    cluster = django_filters.ModelChoiceFilter(
-        label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug"
-    )
-    department = django_filters.ModelChoiceFilter(
-        label=_("Department"), queryset=_visible_departments, to_field_name="code"
-    )
+    cluster = ModelChoiceFilter(label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug")
+    department = ModelChoiceFilter(label=_("Department"), queryset=_visible_departments, to_field_name="code")
     state = django_filters.MultipleChoiceFilter(label=_("State"), choices=JobState.choices)
     source = django_filters.ChoiceFilter(label=_("Source"), choices=JobSource.choices)
     user = django_filters.CharFilter(label=_("User"), field_name="user_name")
-    submitted_after = django_filters.IsoDateTimeFilter(
+    submitted_after = IsoDateTimeFilter(
         label=_("Submitted after"), field_name="submitted_at", lookup_expr="gte"
     )
-    submitted_before = django_filters.IsoDateTimeFilter(
+    submitted_before = IsoDateTimeFilter(
         label=_("Submitted before"), field_name="submitted_at", lookup_expr="lt"
     )
     min_gpus = django_filters.NumberFilter(label=_("Min GPUs"), field_name="gpu_count", lookup_expr="gte")
@@ -108,3 +111,26 @@ class JobFilter(django_filters.FilterSet):
 
     def search(self, queryset, name, value):
         return queryset.filter(Q(name__icontains=value) | Q(external_id__icontains=value))
+
+
+class IncidentFilter(django_filters.FilterSet):
+    """``?status=``, ``?category=`` (root cause), ``?job=<external id>`` of the incidents API."""
+
+    status = django_filters.ChoiceFilter(label=_("Status"), choices=IncidentStatus.choices)
+    category = django_filters.ChoiceFilter(label=_("Root cause"), choices=FaultCategory.choices)
+    job = django_filters.CharFilter(label=_("Job"), field_name="job__external_id")
+
+    class Meta:
+        model = Incident
+        fields = ["status", "category", "job"]
+
+
+class FaultSignalFilter(django_filters.FilterSet):
+    """``?category=`` and ``?node=<hostname>`` of the fault-signals API (its range is a RangeForm)."""
+
+    category = django_filters.ChoiceFilter(label=_("Category"), choices=FaultCategory.choices)
+    node = django_filters.CharFilter(label=_("Node"), field_name="node__hostname")
+
+    class Meta:
+        model = FaultSignal
+        fields = ["category", "node"]

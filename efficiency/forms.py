@@ -1,9 +1,16 @@
-"""Forms shared by pages and API: the time-range picker."""
+"""Forms and form fields shared by pages and API: the time-range picker, and the fields every
+query parameter goes through, so that a hostile value is a 400 naming it on both, never a 500."""
 
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
+import django_filters.fields
 from django import forms
+from django.core.validators import (
+    MaxValueValidator,
+    MinValueValidator,
+    ProhibitNullCharactersValidator,
+)
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -53,6 +60,62 @@ class TimeRange:
         return f"range=custom&start={start.isoformat()}&end={end.isoformat()}"
 
 
+# Custom ranges stay within these days: every range, its previous period (for trends) and its
+# bounds in any time zone then fit in ``datetime`` and PostgreSQL, and no usage data is older.
+FIRST_DAY = date(1970, 1, 1)
+LAST_DAY = date(2999, 12, 31)
+
+# PostgreSQL's limit for a time zone displacement, and the world's widest offset is +14:00.
+MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
+
+
+def checked_moment(moment: datetime | None) -> datetime | None:
+    """``moment`` if the database can compare with it; a ValidationError with the reason if not."""
+    if moment is None:
+        return None
+    offset = moment.utcoffset()
+    if offset is not None and abs(offset) > MAX_UTC_OFFSET:
+        raise forms.ValidationError(
+            _("The time zone offset must be between -15:59 and +15:59."), code="offset_out_of_range"
+        )
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise forms.ValidationError(
+            _("Enter a time between the years 1 and 9999 (in UTC)."), code="out_of_range"
+        ) from None
+    return moment
+
+
+class IsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 time (as django-filter reads it) that the database can compare with."""
+
+    def to_python(self, value):
+        return checked_moment(super().to_python(value))
+
+
+class ModelChoiceField(django_filters.fields.ModelChoiceField):
+    """A choice by key; a key with a NUL byte is refused before it reaches the database
+    (PostgreSQL cannot hold one in text and raised a 500)."""
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            ProhibitNullCharactersValidator()(value)
+        return super().to_python(value)
+
+
+def _day_field(label) -> forms.DateField:
+    return forms.DateField(
+        label=label,
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=[
+            MinValueValidator(FIRST_DAY, _("Enter a day from %(limit_value)s on.")),
+            MaxValueValidator(LAST_DAY, _("Enter a day up to %(limit_value)s.")),
+        ],
+    )
+
+
 def _floor_hour(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
@@ -66,8 +129,8 @@ class RangeForm(forms.Form):
         choices=[*((key, label) for key, (_, label) in PRESETS.items()), ("custom", _("Custom"))],
         required=False,
     )
-    start = forms.DateField(label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    end = forms.DateField(label=_("To"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    start = _day_field(_("From"))
+    end = _day_field(_("To"))
 
     def __init__(self, data=None, *, now: datetime | None = None, **kwargs):
         super().__init__(data, **kwargs)
@@ -80,15 +143,24 @@ class RangeForm(forms.Form):
             end = _floor_hour(self.now) + timedelta(hours=1)
             cleaned["time_range"] = TimeRange(key, end - PRESETS[key][0], end)
             return cleaned
+        # Each error names its field, so that the API's 400 says which parameter to fix.
         start_day, end_day = cleaned.get("start"), cleaned.get("end")
         if start_day is None or end_day is None:
-            raise forms.ValidationError(_("A custom range needs a start and an end date."))
+            for name, day in (("start", start_day), ("end", end_day)):
+                if day is None and name not in self.errors:
+                    self.add_error(name, _("A custom range needs a start and an end date."))
+            return cleaned
         if end_day < start_day:
-            raise forms.ValidationError(_("The end date is before the start date."))
+            self.add_error("end", _("The end date is before the start date."))
+            return cleaned
         if (end_day - start_day).days + 1 > MAX_CUSTOM_DAYS:
-            raise forms.ValidationError(
-                _("A range can cover at most %(days)s days."), params={"days": MAX_CUSTOM_DAYS}
+            self.add_error(
+                "end",
+                forms.ValidationError(
+                    _("A range can cover at most %(days)s days."), params={"days": MAX_CUSTOM_DAYS}
+                ),
             )
+            return cleaned
         tz = timezone.get_current_timezone()
         start = datetime.combine(start_day, time.min, tzinfo=tz)
         end = datetime.combine(end_day + timedelta(days=1), time.min, tzinfo=tz)
@@ -104,6 +176,12 @@ def time_range_from_request(params, *, now: datetime | None = None) -> tuple[Ran
     if form.is_valid():
         return form, form.cleaned_data["time_range"]
     return form, None
+
+
+class ClusterForm(forms.Form):
+    """``?cluster=<slug>`` on the quota pages (empty: the first cluster with nodes)."""
+
+    cluster = forms.SlugField(label=_("Cluster"), required=False, max_length=50)
 
 
 class QuotaEditForm(forms.Form):

@@ -9,6 +9,13 @@ from efficiency.services.health import health_check, worker_heartbeat_prune, wor
 from efficiency.tasks import worker_heartbeat_task
 
 
+@pytest.fixture
+def client(client, django_user_model):
+    # The detail (database, broker, workers) is for staff; anonymous callers get the status only.
+    client.force_login(django_user_model.objects.create_user("ops", is_staff=True))
+    return client
+
+
 @pytest.mark.django_db
 def test_no_worker_heartbeat_is_degraded_but_up(client):
     response = client.get("/healthz")

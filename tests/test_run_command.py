@@ -135,9 +135,8 @@ def test_run_command_brings_up_web_worker_and_beat_with_the_demo(tmp_path):
         while not _log_has(log_path, "Portal ready"):
             progress.check("the history to be prepared")
             time.sleep(1)
-        health = _wait_for_health(base, progress, status="ok")
-        assert health["database"]["ok"]
-        assert health["broker"] == {"ok": True, "transport": "filesystem"}
+        # "ok" means the database and the broker answered (the detail is for signed-in staff).
+        assert _wait_for_health(base, progress, status="ok") == {"status": "ok"}
 
         jar = http.cookiejar.CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))

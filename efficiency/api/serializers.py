@@ -1,3 +1,10 @@
+import contextlib
+from datetime import datetime
+
+from django.core.exceptions import FieldDoesNotExist
+from django.core.validators import ProhibitNullCharactersValidator
+from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -24,10 +31,49 @@ from efficiency.models import (
 from efficiency.selectors.quotas import cycle_shared_pool
 from efficiency.services.faults import incident_operations
 from efficiency.services.quotas import EXPORT_FORMATS
+from efficiency.times import display_time
 from efficiency.views.quota_explanation import explanation_steps
 
 
-class DepartmentSerializer(serializers.ModelSerializer):
+class DateTimeField(serializers.DateTimeField):
+    """DRF's field, except that a stored moment the display time zone cannot hold (year 1 or
+    9999) is given in UTC instead of failing the whole response with "Datetime value out of range"."""
+
+    def enforce_timezone(self, value):
+        if not isinstance(value, datetime) or timezone.is_naive(value):
+            return super().enforce_timezone(value)
+        return display_time(value)
+
+
+class SlugRelatedField(serializers.SlugRelatedField):
+    """DRF's field, except that a slug with a NUL byte is refused before the lookup (PostgreSQL
+    cannot hold one in text: the lookup raised a 500)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            ProhibitNullCharactersValidator()(data)
+        return super().to_internal_value(data)
+
+    def bind(self, field_name, parent):
+        super().bind(field_name, parent)
+        # A read-only link over a nullable foreign key (a job without a department, an event
+        # without an actor) gives null: say so, so that the OpenAPI schema declares it.
+        model = getattr(getattr(parent, "Meta", None), "model", None)
+        if self.read_only and model is not None and "." not in self.source:
+            with contextlib.suppress(FieldDoesNotExist):
+                self.allow_null = model._meta.get_field(self.source).null
+
+
+class ModelSerializer(serializers.ModelSerializer):
+    """Every model serializer of the API: model datetimes through the DateTimeField above."""
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.DateTimeField: DateTimeField,
+    }
+
+
+class DepartmentSerializer(ModelSerializer):
     node_count = serializers.IntegerField(read_only=True)
     gpu_count = serializers.IntegerField(read_only=True)
     running_job_count = serializers.IntegerField(read_only=True)
@@ -47,15 +93,15 @@ class DepartmentSerializer(serializers.ModelSerializer):
         ]
 
 
-class GpuSerializer(serializers.ModelSerializer):
+class GpuSerializer(ModelSerializer):
     class Meta:
         model = Gpu
         fields = ["index", "uuid", "model", "memory_mib"]
 
 
-class NodeSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    owner_department = serializers.SlugRelatedField(slug_field="code", read_only=True)
+class NodeSerializer(ModelSerializer):
+    cluster = SlugRelatedField(slug_field="slug", read_only=True)
+    owner_department = SlugRelatedField(slug_field="code", read_only=True)
 
     class Meta:
         model = Node
@@ -80,12 +126,12 @@ class NodeDetailSerializer(NodeSerializer):
         fields = [*NodeSerializer.Meta.fields, "gpus"]
 
 
-class JobSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
-    wait_s = serializers.FloatField(read_only=True)
-    duration_s = serializers.FloatField(read_only=True)
-    gpu_hours = serializers.FloatField(read_only=True)
+class JobSerializer(ModelSerializer):
+    cluster = SlugRelatedField(slug_field="slug", read_only=True)
+    department = SlugRelatedField(slug_field="code", read_only=True)
+    wait_s = serializers.FloatField(read_only=True, allow_null=True)
+    duration_s = serializers.FloatField(read_only=True, allow_null=True)
+    gpu_hours = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta:
         model = Job
@@ -113,13 +159,13 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class JobDetailSerializer(JobSerializer):
-    nodes = serializers.SlugRelatedField(slug_field="hostname", many=True, read_only=True)
+    nodes = SlugRelatedField(slug_field="hostname", many=True, read_only=True)
 
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "nodes", "config"]
 
 
-class LogPushResultSerializer(serializers.ModelSerializer):
+class LogPushResultSerializer(ModelSerializer):
     class Meta:
         model = SourceRun
         fields = ["id", "status", "received", "stored", "duplicates", "rejected", "rejects"]
@@ -128,8 +174,8 @@ class LogPushResultSerializer(serializers.ModelSerializer):
 # --- Quota planning ---------------------------------------------------------------------------
 
 
-class QuotaSerializer(serializers.ModelSerializer):
-    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
+class QuotaSerializer(ModelSerializer):
+    department = SlugRelatedField(slug_field="code", read_only=True)
     department_name = serializers.CharField(source="department.name", read_only=True)
     explanation_text = serializers.SerializerMethodField(
         help_text=_(
@@ -174,10 +220,10 @@ class QuotaUpdateSerializer(serializers.Serializer):
     comment = serializers.CharField(max_length=2000, help_text=_("Why (required; kept in the history)."))
 
 
-class QuotaObjectionSerializer(serializers.ModelSerializer):
-    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
-    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    responded_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+class QuotaObjectionSerializer(ModelSerializer):
+    department = SlugRelatedField(slug_field="code", read_only=True)
+    author = SlugRelatedField(slug_field="username", read_only=True)
+    responded_by = SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = QuotaObjection
@@ -199,7 +245,7 @@ class QuotaObjectionCreateSerializer(serializers.Serializer):
     """A department head's objection; ``department`` is the code of a department they head that
     has a quota in the cycle (the view narrows the choices)."""
 
-    department = serializers.SlugRelatedField(
+    department = SlugRelatedField(
         slug_field="code",
         queryset=Department.objects.none(),
         help_text=_("Code of a department you head that has a quota in this cycle."),
@@ -216,9 +262,9 @@ class QuotaObjectionAnswerSerializer(serializers.Serializer):
     response = serializers.CharField(max_length=4000)
 
 
-class QuotaEventSerializer(serializers.ModelSerializer):
-    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+class QuotaEventSerializer(ModelSerializer):
+    department = SlugRelatedField(slug_field="code", read_only=True)
+    actor = SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = QuotaEvent
@@ -237,9 +283,9 @@ class QuotaEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class QuotaCycleSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    approved_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+class QuotaCycleSerializer(ModelSerializer):
+    cluster = SlugRelatedField(slug_field="slug", read_only=True)
+    approved_by = SlugRelatedField(slug_field="username", read_only=True)
     shared_pool = serializers.SerializerMethodField(
         help_text=_("GPUs per model not guaranteed to any department (the whole cluster's).")
     )
@@ -282,7 +328,7 @@ class QuotaCycleDetailSerializer(QuotaCycleSerializer):
 
 
 class ClusterQuerySerializer(serializers.Serializer):
-    cluster = serializers.SlugRelatedField(
+    cluster = SlugRelatedField(
         slug_field="slug",
         queryset=Cluster.objects.all(),
         required=False,
@@ -308,7 +354,7 @@ class QuotaExportQuerySerializer(serializers.Serializer):
     )
 
 
-class QuotaBacktestSerializer(serializers.ModelSerializer):
+class QuotaBacktestSerializer(ModelSerializer):
     class Meta:
         model = QuotaBacktest
         fields = [
@@ -324,8 +370,8 @@ class QuotaBacktestSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class CapacityAlertSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class CapacityAlertSerializer(ModelSerializer):
+    cluster = SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = CapacityAlert
@@ -369,8 +415,8 @@ class QuotaOverviewSerializer(serializers.Serializer):
     cycle = serializers.IntegerField(
         source="cycle.pk", allow_null=True, help_text=_("The cycle in force; null when none.")
     )
-    since = serializers.DateTimeField(allow_null=True)
-    until = serializers.DateTimeField(allow_null=True)
+    since = DateTimeField(allow_null=True)
+    until = DateTimeField(allow_null=True)
     shared_pool = serializers.DictField(child=serializers.IntegerField())
     shared_pool_borrowed = serializers.DictField(
         child=serializers.FloatField(), help_text=_("Mean GPUs borrowed per model, all departments.")
@@ -379,9 +425,9 @@ class QuotaOverviewSerializer(serializers.Serializer):
     uses = QuotaUseSerializer(many=True)
 
 
-class FaultSignalSerializer(serializers.ModelSerializer):
-    node = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
-    job = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
+class FaultSignalSerializer(ModelSerializer):
+    node = SlugRelatedField(slug_field="hostname", read_only=True)
+    job = SlugRelatedField(slug_field="external_id", read_only=True)
     text = serializers.CharField(
         read_only=True, help_text=_("The evidence in the request's language (a log line as written).")
     )
@@ -418,8 +464,8 @@ class FaultSignalSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class IncidentActionSerializer(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+class IncidentActionSerializer(ModelSerializer):
+    actor = SlugRelatedField(slug_field="username", read_only=True)
     text = serializers.CharField(read_only=True, help_text=_("What was done, in the request's language."))
 
     class Meta:
@@ -441,12 +487,12 @@ class IncidentActionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class IncidentSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    job = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
-    department = serializers.SlugRelatedField(slug_field="code", read_only=True)
-    node = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
-    closed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+class IncidentSerializer(ModelSerializer):
+    cluster = SlugRelatedField(slug_field="slug", read_only=True)
+    job = SlugRelatedField(slug_field="external_id", read_only=True)
+    department = SlugRelatedField(slug_field="code", read_only=True)
+    node = SlugRelatedField(slug_field="hostname", read_only=True)
+    closed_by = SlugRelatedField(slug_field="username", read_only=True)
     mttr_s = serializers.FloatField(read_only=True, allow_null=True)
     time_to_detect_s = serializers.FloatField(read_only=True)
     time_to_locate_s = serializers.FloatField(read_only=True, allow_null=True)
@@ -507,3 +553,15 @@ class IncidentCloseSerializer(serializers.Serializer):
     reason = serializers.CharField(
         max_length=2000, help_text=_("Why the incident is closed without a recovery (required).")
     )
+
+
+class IdleAllocationSerializer(serializers.Serializer):
+    """A job that held GPUs while they sat idle for ``idle_hours`` in a row."""
+
+    job = serializers.IntegerField(help_text=_("The job's id."))
+    external_id = serializers.CharField()
+    department = serializers.CharField(allow_null=True)
+    start = DateTimeField()
+    end = DateTimeField()
+    idle_hours = serializers.IntegerField()
+    wasted_gpu_hours = serializers.FloatField()

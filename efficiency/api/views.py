@@ -29,7 +29,7 @@ from efficiency.api import serializers
 from efficiency.api.params import KnownQueryParams
 from efficiency.choices import Role, SourceKind
 from efficiency.collectors.logpush import PushRefused
-from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
+from efficiency.filters import DepartmentFilter, FaultSignalFilter, IncidentFilter, JobFilter, NodeFilter
 from efficiency.forms import RangeForm, TimeRange, time_range_from_request
 from efficiency.models import ApiToken, DataSource, Department, FaultSignal, Quota, QuotaCycle, QuotaObjection
 from efficiency.scoping import scope_queryset, sees_all_departments, user_role
@@ -235,7 +235,7 @@ class IdleAllocationView(KnownQueryParams, APIView):
 
     query_params = (RangeForm, "min_hours")
 
-    @extend_schema(responses=dict)
+    @extend_schema(responses=serializers.IdleAllocationSerializer(many=True))
     def get(self, request):
         time_range = _range_or_400(request)
         try:
@@ -635,16 +635,12 @@ class IncidentViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     roles = FAULT_VIEWERS
     action_roles = dict.fromkeys(["isolate", "restart", "return_to_service", "close"], FAULT_OPERATORS)
     permission_classes = [IsAuthenticated, HasPortalRole]
-    query_params = ("status", "category", "job")
+    filterset_class = IncidentFilter
     ordering_fields = ["occurred_at", "gpu_hours_lost"]
     ordering = ["-occurred_at"]
 
     def get_queryset(self):
         incidents = fault_selectors.incident_list(user=self.request.user).select_related("closed_by")
-        for param, field in (("status", "status"), ("category", "category"), ("job", "job__external_id")):
-            value = self.request.query_params.get(param)
-            if value:
-                incidents = incidents.filter(**{field: value})
         if self.action != "list":
             incidents = incidents.prefetch_related(
                 Prefetch(
@@ -713,18 +709,14 @@ class FaultSignalViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     roles = FAULT_VIEWERS
     permission_classes = [IsAuthenticated, HasPortalRole]
     serializer_class = serializers.FaultSignalSerializer
-    query_params = (RangeForm, "category", "node")
+    filterset_class = FaultSignalFilter
+    query_params = (RangeForm,)
 
     def get_queryset(self):
         params = self.request.query_params
         if "range" not in params and "start" not in params:
             params = params.copy()
             params["range"] = "24h"
-        signals = fault_selectors.fault_signal_list(
+        return fault_selectors.fault_signal_list(
             user=self.request.user, time_range=_range_or_400_params(params)
         )
-        if params.get("category"):
-            signals = signals.filter(category=params["category"])
-        if params.get("node"):
-            signals = signals.filter(node__hostname=params["node"])
-        return signals

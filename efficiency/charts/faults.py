@@ -5,7 +5,6 @@ Times are passed to Plotly as given. Plotly.js ignores the UTC offset in a date 
 wall-clock time as written, so callers convert times to the display time zone first.
 """
 
-import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -390,8 +389,8 @@ def _category_trace(
             "size": [SEVERITY_SIZES[point.severity] for point in points],
             "opacity": 0.85,
         },
-        # Plotly reads tags in hover text; log evidence such as "<unknown>" must show as written.
-        text=[html.escape(point.text, quote=False) for point in points],
+        # Escaped with every data label by apply_theme: evidence such as "<unknown>" shows as written.
+        text=[point.text for point in points],
         customdata=[point.incident_id for point in points],
         hovertemplate="%{y} · %{x|%Y-%m-%d %H:%M:%S}<br>" + _hover_line(label, "%{text}"),
     )

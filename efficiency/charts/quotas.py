@@ -18,7 +18,7 @@ from datetime import datetime
 
 import plotly.graph_objects as go
 
-from efficiency.charts.theme import apply_theme
+from efficiency.charts.theme import apply_theme, plain
 from efficiency.charts.usage import (
     BUSY_COLOR,
     DEPARTMENT_CHROME_PX,
@@ -492,7 +492,8 @@ def wrap_title(title: str, *, units: int = TITLE_LINE_UNITS) -> str:
             line = candidate
     if line.strip():
         lines.append(line.rstrip())
-    return "<br>".join(lines)
+    # The lines are text (a department's name); only the breaks between them are markup.
+    return "<br>".join(plain(line) for line in lines)
 
 
 CLOSING = set("，。、：；！？）」』》〉,.:;!?)")

@@ -7,6 +7,9 @@ static/efficiency/js/charts.js, which knows the width the chart is drawn at, and
 chart taller when its title, legend and tick labels leave the plot too little room (a phone).
 """
 
+import html
+from collections.abc import Sequence
+
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
 
@@ -18,7 +21,58 @@ GRID_COLOR = "#e5e7eb"
 LEGEND_MAX_HEIGHT_SHARE = 0.3
 
 
+# Trace properties that carry names and values from data (job, node, department names …).
+DATA_TEXT_PROPERTIES = ("name", "x", "y", "text", "hovertext", "customdata", "labels", "ids")
+
+
+def plain(text: str) -> str:
+    """``text`` shown as itself: plotly.js reads ``<a href>``, ``<b>``, ``<br>`` … in any label as
+    markup, and a job named ``<a href="https://…">`` became a link. Its entities (``&lt;``) are
+    drawn as the characters, so escaping changes nothing a reader sees."""
+    return html.escape(text, quote=False)
+
+
+def _plain_values(value):
+    if isinstance(value, str):
+        return plain(value)
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        return [_plain_values(item) for item in value]
+    if hasattr(value, "tolist"):  # numpy arrays
+        return _plain_values(value.tolist())
+    return value
+
+
+def _has_text(value) -> bool:
+    if isinstance(value, str):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_text(item) for item in value)
+    return False
+
+
+def escape_data_labels(figure: go.Figure) -> go.Figure:
+    """Escape every data-bearing text of ``figure``'s traces (see ``plain``). Titles, axis labels
+    and hover templates are the portal's own text and keep their markup (``<br>``, ``%{y}``).
+
+    Called by ``apply_theme``, which every chart builder goes through, so a new chart cannot
+    forget it; a builder that writes data into the layout itself (tick texts) uses ``plain``.
+    """
+    for trace in figure.data:
+        for prop in DATA_TEXT_PROPERTIES:
+            if prop in trace and trace[prop] is not None and _has_text(trace[prop]):
+                trace[prop] = _plain_values(trace[prop])
+    # Category axes list the same values in the layout: escaped alike, or no point finds its row.
+    for axis_name in figure.layout:
+        if axis_name.startswith(("xaxis", "yaxis")):
+            axis = figure.layout[axis_name]
+            for prop in ("categoryarray", "tickvals"):
+                if axis[prop] is not None and _has_text(axis[prop]):
+                    axis[prop] = _plain_values(axis[prop])
+    return figure
+
+
 def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Figure:
+    escape_data_labels(figure)
     figure.update_layout(
         title={
             "text": title,

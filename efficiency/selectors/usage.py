@@ -30,7 +30,7 @@ from efficiency.models import (
     NodeHour,
     ScopeHour,
 )
-from efficiency.scoping import User, scope_queryset, sees_all_departments
+from efficiency.scoping import User, scope_queryset, sees_all_departments, visible_department_ids
 
 _NODE_SUMS = {
     "available": Sum("available_gpu_s"),
@@ -413,12 +413,38 @@ class GpuUsage:
     samples: int
 
 
-def node_gpu_usage(*, node: Node, time_range: TimeRange) -> list[GpuUsage]:
-    """Average activity per GPU from raw samples (only within the raw retention window)."""
+def _own_job_windows(*, user: User, node: Node, time_range: TimeRange) -> Q | None:
+    """Samples a department head may see on ``node``: all of them (None) on a node their
+    departments own; on a shared node only those taken while one of their jobs ran on it,
+    since the samples do not say whose job used a GPU (an empty Q matches nothing)."""
+    ids = visible_department_ids(user)
+    if ids is None or node.owner_department_id in ids:
+        return None
+    windows = Q(pk__in=[])
+    jobs = (
+        scope_queryset(Job.objects.filter(nodes=node), user)
+        .filter(started_at__lt=time_range.end)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=time_range.start))
+        .values_list("started_at", "ended_at")
+    )
+    for started_at, ended_at in jobs:
+        windows |= Q(ts__gte=started_at, ts__lt=ended_at) if ended_at else Q(ts__gte=started_at)
+    return windows
+
+
+def node_gpu_usage(*, user: User, node: Node, time_range: TimeRange) -> list[GpuUsage]:
+    """Average activity per GPU from raw samples (only within the raw retention window).
+
+    A department head sees, on a node another department owns or the shared pool, only the
+    activity while their own jobs ran on it.
+    """
     activity = Coalesce("gr_engine_active_pct", "util_pct")
+    samples = GpuSample.objects.filter(node=node, ts__gte=time_range.start, ts__lt=time_range.end)
+    windows = _own_job_windows(user=user, node=node, time_range=time_range)
+    if windows is not None:
+        samples = samples.filter(windows)
     rows = (
-        GpuSample.objects.filter(node=node, ts__gte=time_range.start, ts__lt=time_range.end)
-        .values("gpu_index")
+        samples.values("gpu_index")
         .annotate(activity=Avg(Cast(activity, FloatField())), samples=Count("*"))
         .order_by("gpu_index")
     )

@@ -1,12 +1,16 @@
 import json
+from datetime import UTC, date, datetime
 
 from django import template
+from django.utils import dateformat
 from django.utils.html import format_html, json_script
 from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
 
 from efficiency.choices import NodeClass
+from efficiency.markdown_text import markdown_code, markdown_text
+from efficiency.times import display_time
 
 register = template.Library()
 
@@ -22,6 +26,35 @@ def plotly_chart(figure: Figure, element_id: str) -> str:
         figure.layout.title.text or "",
         json_script(figure.to_plotly_json(), data_id, encoder=PlotlyJSONEncoder),
     )
+
+
+@register.filter(expects_localtime=False)
+def when(moment: datetime | date | None, fmt: str = "Y-m-d H:i") -> str:
+    """A stored moment in the display time zone, formatted like Django's ``date`` filter.
+
+    Unlike ``date``, a moment the display time zone cannot hold (year 1 or 9999) is shown in UTC
+    with its zone named, instead of failing the whole page.
+    """
+    if moment is None or moment == "":
+        return ""
+    if not isinstance(moment, datetime):
+        return dateformat.format(moment, fmt)
+    local = display_time(moment)
+    text = dateformat.format(local, fmt)
+    # display_time falls back to datetime.UTC itself; the display zone is a zoneinfo, even "UTC".
+    return f"{text} UTC" if local.tzinfo is UTC else text
+
+
+@register.filter
+def md(value: object) -> str:
+    """Data as literal inline Markdown (the Markdown fault report; see efficiency.markdown_text)."""
+    return "" if value is None else markdown_text(value)
+
+
+@register.filter
+def md_code(value: object) -> str:
+    """Data as an inline Markdown code span that it cannot break out of."""
+    return markdown_code("" if value is None else value)
 
 
 @register.simple_tag(takes_context=True)

@@ -3,6 +3,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from efficiency.choices import NodeState
 from efficiency.filters import DepartmentFilter, NodeFilter
 from efficiency.forms import time_range_from_request
 from efficiency.selectors.inventory import department_get, department_list, node_get, node_list
@@ -14,7 +15,7 @@ from efficiency.selectors.usage import (
     job_usage_list,
     node_classification_history,
 )
-from efficiency.views.helpers import get_or_404, render_filtered_list
+from efficiency.views.helpers import choice_label, get_or_404, render_filtered_list
 from efficiency.views.usage import (
     department_heatmap_context,
     department_jobs_context,
@@ -67,7 +68,7 @@ NODE_CSV_COLUMNS = [
     (_("GPUs"), lambda node: node.gpu_count),
     (_("RDMA capable"), lambda node: node.rdma_capable),
     (_("Fault domain"), lambda node: node.fault_domain),
-    (_("State"), lambda node: node.get_state_display()),
+    (_("State"), lambda node: choice_label(NodeState, node.state)),
     (_("Owner"), lambda node: node.owner_department.code if node.owner_department else _("Shared pool")),
 ]
 
@@ -96,15 +97,15 @@ def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if time_range is None:
         return render(request, "efficiency/inventory/node_detail.html", context, status=400)
-    context.update(node_usage_context(node, time_range))
+    context.update(node_usage_context(request, node, time_range))
     return render(request, "efficiency/inventory/node_detail.html", context)
 
 
 def _department_part(request: HttpRequest, code: str, template: str, build) -> HttpResponse:
     department = get_or_404(department_get, user=request.user, code=code)
-    _, time_range = time_range_from_request(request.GET)
+    form, time_range = time_range_from_request(request.GET)
     if time_range is None:
-        return HttpResponse(status=400)
+        return render(request, "partials/range_errors.html", {"range_form": form}, status=400)
     context = {"department": department, "time_range": time_range, **build(request, department, time_range)}
     return render(request, template, context)
 

@@ -2,10 +2,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
+from efficiency.choices import JobState
 from efficiency.filters import JobFilter
 from efficiency.selectors.jobs import job_get, job_list
 from efficiency.views.faults import job_faults_context
-from efficiency.views.helpers import get_or_404, render_filtered_list
+from efficiency.views.helpers import choice_label, get_or_404, render_filtered_list
 from efficiency.views.usage import job_usage_context
 
 JOB_CSV_COLUMNS = [
@@ -13,7 +14,7 @@ JOB_CSV_COLUMNS = [
     (_("Name"), lambda job: job.name),
     (_("Department"), lambda job: job.department.code if job.department else ""),
     (_("User"), lambda job: job.user_name),
-    (_("State"), lambda job: job.get_state_display()),
+    (_("State"), lambda job: choice_label(JobState, job.state)),
     (_("GPUs"), lambda job: job.gpu_count),
     (_("Submitted"), lambda job: job.submitted_at),
     (_("Started"), lambda job: job.started_at),

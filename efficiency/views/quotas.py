@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from efficiency.charts import quotas as charts
 from efficiency.choices import Role
-from efficiency.forms import AnswerForm, CommentForm, ObjectionForm, QuotaEditForm
+from efficiency.forms import AnswerForm, ClusterForm, CommentForm, ObjectionForm, QuotaEditForm
 from efficiency.models import Department, Quota, QuotaCycle
 from efficiency.scoping import scope_queryset, user_role
 from efficiency.selectors import quotas as selectors
@@ -57,7 +57,11 @@ def short_model_name(model: str) -> str:
 @role_required(*VIEWERS)
 def quota_overview_view(request: HttpRequest) -> HttpResponse:
     """The quotas in force: guaranteed vs used vs borrowed per department so far this cycle."""
-    cluster = selectors.default_cluster(request.GET.get("cluster"))
+    cluster_form = ClusterForm(request.GET)
+    if not cluster_form.is_valid():
+        context = {"overview": None, "cluster_form": cluster_form}
+        return render(request, "efficiency/quotas/overview.html", context, status=400)
+    cluster = selectors.default_cluster(cluster_form.cleaned_data["cluster"])
     if cluster is None:
         return render(request, "efficiency/quotas/overview.html", {"overview": None})
     overview = selectors.quota_overview(user=request.user, cluster=cluster, now=timezone.now())
@@ -105,7 +109,11 @@ def quota_overview_view(request: HttpRequest) -> HttpResponse:
 @role_required(*VIEWERS)
 def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
     """Every cycle of the cluster with how its quotas were set, and guarantees over time."""
-    cluster = selectors.default_cluster(request.GET.get("cluster"))
+    cluster_form = ClusterForm(request.GET)
+    if not cluster_form.is_valid():
+        context = {"cycles": [], "cluster_form": cluster_form}
+        return render(request, "efficiency/quotas/cycle_list.html", context, status=400)
+    cluster = selectors.default_cluster(cluster_form.cleaned_data["cluster"])
     cycles = list(selectors.quota_cycle_list(user=request.user, cluster=cluster)) if cluster else []
     context = {"cycles": cycles, "cluster": cluster, "can_plan": user_role(request.user) in PLANNERS}
     approved = list(reversed(cycles))

@@ -217,7 +217,7 @@ def idle_allocations_csv(idle: list[usage.IdleAllocation], time_range: TimeRange
     )
 
 
-def node_usage_context(node, time_range: TimeRange) -> dict:
+def node_usage_context(request: HttpRequest, node, time_range: TimeRange) -> dict:
     """The usage part of a node page: totals, trend, and activity per GPU (raw samples)."""
     points = usage.node_usage_series(node=node, time_range=time_range)
     inventory = {gpu.index: gpu for gpu in node.gpus.all()}
@@ -229,7 +229,8 @@ def node_usage_context(node, time_range: TimeRange) -> dict:
         "trend_figure": trend_figure(points),
         # One row per GPU the node has, whether or not the inventory lists its UUID yet.
         "gpu_rows": [
-            (inventory.get(row.index), row) for row in usage.node_gpu_usage(node=node, time_range=time_range)
+            (inventory.get(row.index), row)
+            for row in usage.node_gpu_usage(user=request.user, node=node, time_range=time_range)
         ],
     }
 

@@ -221,7 +221,7 @@ def test_a_tiny_node_class_share_does_not_read_as_zero():
         {"idle": 1, "steady": 499}, title="Node classes", class_labels=CLASS_LABELS, axis_label="Nodes"
     )
 
-    assert figure.data[0].text[0] == "1 · <1%"
+    assert figure.data[0].text[0] == "1 · &lt;1%"  # escaped text: plotly.js draws "1 · <1%"
 
 
 def test_no_node_classes_gives_one_empty_trace():

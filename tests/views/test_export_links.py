@@ -26,7 +26,7 @@ def follow(client, page_url: str, href: str):
 
 def csv_rows(response) -> list[dict]:
     assert response["Content-Type"].startswith("text/csv"), response["Content-Type"]
-    return list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    return list(csv.DictReader(io.StringIO(response.getvalue().decode("utf-8-sig"))))
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,9 @@ def test_overview_cards_and_csv(client, org, incidents):
     assert 'id="fault-timeline-chart"' in body
     assert "20 s / 25 s" in body  # median time to detect / locate
     rows = list(
-        csv.DictReader(io.StringIO(client.get("/faults/?range=24h&export=csv").content.decode("utf-8-sig")))
+        csv.DictReader(
+            io.StringIO(client.get("/faults/?range=24h&export=csv").getvalue().decode("utf-8-sig"))
+        )
     )
     assert {row["Code"] for row in rows} == {"79", "48"}
 

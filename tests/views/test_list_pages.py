@@ -71,7 +71,9 @@ def test_a_pending_job_shows_its_wait_so_far_everywhere(client, org, pending_job
     api = client.get(f"/api/v1/jobs/{pending_job.pk}/").json()
     assert api["wait_s"] == 7500.0
     rows = list(
-        csv.DictReader(io.StringIO(client.get("/jobs/?state=pending&export=csv").content.decode("utf-8-sig")))
+        csv.DictReader(
+            io.StringIO(client.get("/jobs/?state=pending&export=csv").getvalue().decode("utf-8-sig"))
+        )
     )
     assert rows[0]["Wait (s)"] == "7500.0"
 
@@ -85,7 +87,7 @@ def test_a_started_job_shows_how_long_it_waited(client, org):
 def csv_of(client, url: str, **headers) -> list[dict]:
     response = client.get(url, **headers)
     assert response["Content-Type"].startswith("text/csv")
-    return list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    return list(csv.DictReader(io.StringIO(response.getvalue().decode("utf-8-sig"))))
 
 
 def test_job_csv_is_in_the_readers_language_and_time_zone(client, org):

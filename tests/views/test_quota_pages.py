@@ -151,7 +151,7 @@ def test_cycle_csv_lists_the_visible_quotas_with_their_explanation(client, propo
     planning, cycle = proposal
     client.force_login(planning.head_vision)
     response = client.get(f"/quotas/cycles/{cycle.pk}/?export=csv")
-    rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    rows = list(csv.DictReader(io.StringIO(response.getvalue().decode("utf-8-sig"))))
     assert [(row["Code"], row["Guaranteed GPUs"]) for row in rows] == [("vision", "20")]
     assert rows[0]["Explanation"].startswith("Percentile: P75 of hourly demand over 336 h is 32 GPUs")
     assert "Rounding:" in rows[0]["Explanation"]
@@ -181,7 +181,7 @@ def test_overview_shows_guaranteed_used_and_borrowed_for_the_cycle_in_force(clie
     assert "quota-use-chart" in body
     # Vision runs 16 GPUs the whole time against a guarantee of 20: none borrowed.
     response = client.get("/quotas/?export=csv")
-    rows = {r["Department"]: r for r in csv.DictReader(io.StringIO(response.content.decode("utf-8-sig")))}
+    rows = {r["Department"]: r for r in csv.DictReader(io.StringIO(response.getvalue().decode("utf-8-sig")))}
     assert rows["Vehicle vision"]["Mean GPUs used"] == "16.0"
     assert rows["Vehicle vision"]["Mean GPUs borrowed"] == "0.0"
     assert rows["Radar perception"]["Mean GPUs used"] == "0.0"
@@ -229,7 +229,7 @@ def test_backtest_csv_has_a_cluster_row_and_a_row_per_department_for_each_policy
     services.quota_backtest_run(cycle=cycle, now=NOW)
     client.force_login(planning.admin)
     response = client.get(f"/quotas/cycles/{cycle.pk}/backtest/?export=csv")
-    rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    rows = list(csv.DictReader(io.StringIO(response.getvalue().decode("utf-8-sig"))))
     fixed = {row["Department"]: row for row in rows if row["Policy"] == "Fixed partition"}
     assert set(fixed) == {"Whole cluster", "Vehicle vision", "Radar perception"}
     assert float(fixed["Vehicle vision"]["Unmet demand (GPU-hours waited)"]) == 2 * 8 * 336

@@ -61,7 +61,7 @@ def test_overview_csv_has_every_department_with_the_pages_numbers(client, sample
     client.force_login(sampled.committee)
     response = client.get("/usage/?range=24h&export=csv")
     assert response["Content-Type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    rows = list(csv.DictReader(io.StringIO(response.getvalue().decode("utf-8-sig"))))
     by_code = {row["Code"]: row for row in rows}
     assert set(by_code) == {"vision", "radar"}
     assert by_code["vision"]["Utilization (%)"] == "40.0"
@@ -72,7 +72,7 @@ def test_csv_cells_that_look_like_formulas_are_defused(client, sampled):
     sampled.dept_a.name = "=HYPERLINK(evil)"
     sampled.dept_a.save()
     client.force_login(sampled.committee)
-    text = client.get("/usage/?range=24h&export=csv").content.decode("utf-8-sig")
+    text = client.get("/usage/?range=24h&export=csv").getvalue().decode("utf-8-sig")
     assert "'=HYPERLINK(evil)" in text
 
 
@@ -80,7 +80,9 @@ def test_department_head_gets_their_jobs_csv_and_not_another_departments(client,
     client.force_login(sampled.head_a)
     rows = list(
         csv.DictReader(
-            io.StringIO(client.get("/departments/vision/?range=24h&export=jobs").content.decode("utf-8-sig"))
+            io.StringIO(
+                client.get("/departments/vision/?range=24h&export=jobs").getvalue().decode("utf-8-sig")
+            )
         )
     )
     assert [row["Job"] for row in rows] == [sampled.job_a.external_id]
@@ -126,12 +128,12 @@ def test_overview_and_department_page_query_counts_do_not_grow_with_data(
 
 def test_job_and_node_lists_download_the_filtered_rows_as_csv(client, org):
     client.force_login(org.head_a)
-    jobs = list(csv.DictReader(io.StringIO(client.get("/jobs/?export=csv").content.decode("utf-8-sig"))))
-    nodes = list(csv.DictReader(io.StringIO(client.get("/nodes/?export=csv").content.decode("utf-8-sig"))))
+    jobs = list(csv.DictReader(io.StringIO(client.get("/jobs/?export=csv").getvalue().decode("utf-8-sig"))))
+    nodes = list(csv.DictReader(io.StringIO(client.get("/nodes/?export=csv").getvalue().decode("utf-8-sig"))))
     assert [row["Job"] for row in jobs] == [org.job_a.external_id]
     assert [row["Hostname"] for row in nodes] == ["gpu-a01"]
     client.force_login(org.committee)
-    running = client.get("/jobs/?state=running&export=csv").content.decode("utf-8-sig")
+    running = client.get("/jobs/?state=running&export=csv").getvalue().decode("utf-8-sig")
     assert running.count("\n") == 3  # header and both running jobs
 
 

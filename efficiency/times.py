@@ -1,0 +1,18 @@
+"""Showing stored moments: in the display time zone, or in UTC where that zone cannot hold them.
+
+A job row can carry a time at the very edge of what ``datetime`` holds (year 1 or 9999: a broken
+clock, a placeholder date in a scheduler's record). Shifting it into the display time zone then
+overflows; the row must still be shown, so such a moment is shown in UTC and says so.
+"""
+
+from datetime import UTC, datetime
+
+from django.utils import timezone
+
+
+def display_time(moment: datetime) -> datetime:
+    """``moment`` in the current time zone, or in UTC when that would leave years 1–9999."""
+    try:
+        return timezone.localtime(moment)
+    except OverflowError:
+        return moment.astimezone(UTC)
