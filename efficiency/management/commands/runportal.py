@@ -17,6 +17,11 @@ from efficiency.services.organisation import DEMO_CLUSTER_SLUG
 WORKER_READY_S = 90
 
 
+# Threaded workers keep reporting to gunicorn's arbiter while a thread streams a long response (a
+# million-job CSV takes minutes); a sync worker would be killed at --timeout (30 s) mid-download.
+GUNICORN_WORKER_ARGS = ("--worker-class", "gthread", "--threads", "4")
+
+
 class Command(BaseCommand):
     help = (
         "Run the whole portal on this machine: web server (gunicorn), Celery worker and beat. "
@@ -49,7 +54,7 @@ class Command(BaseCommand):
         # files under var/log so that the logins printed here stay in view.
         web = [
             python, "-m", "gunicorn", "portal.wsgi", "--bind", bind, "--workers", str(web_workers),
-            "--access-logfile", str(logs / "access.log"),
+            *GUNICORN_WORKER_ARGS, "--access-logfile", str(logs / "access.log"),
         ]  # fmt: skip
         background = {
             "worker": [
