@@ -68,3 +68,35 @@ def source_run_list(*, source: DataSource, problems_only: bool = False) -> Query
     if problems_only:
         runs = runs.filter(Q(rejected__gt=0) | Q(status="failed"))
     return runs
+
+
+@dataclass(frozen=True)
+class ScrapeTarget:
+    """One exporter URL of a scrape source, as its last run left it (``source.state["targets"]``)."""
+
+    url: str
+    up: bool
+    last_scrape: datetime | None
+    last_error: str
+
+
+def source_targets(source: DataSource) -> list[ScrapeTarget]:
+    """The source's scrape targets, those down first; empty for sources without targets."""
+    targets = (source.state or {}).get("targets") or {}
+    rows = []
+    for url, target in targets.items():
+        if not isinstance(target, dict):
+            continue
+        try:
+            last_scrape = datetime.fromisoformat(str(target.get("last_scrape")))
+        except ValueError:
+            last_scrape = None
+        rows.append(
+            ScrapeTarget(
+                url=str(url),
+                up=target.get("health") == "up",
+                last_scrape=last_scrape,
+                last_error=str(target.get("last_error") or ""),
+            )
+        )
+    return sorted(rows, key=lambda row: (row.up, row.url))

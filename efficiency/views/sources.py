@@ -3,7 +3,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from efficiency.choices import Role
-from efficiency.selectors.sources import source_get, source_run_list, source_status_list
+from efficiency.selectors.sources import source_get, source_run_list, source_status_list, source_targets
 from efficiency.views.helpers import get_or_404, role_required
 
 
@@ -23,5 +23,5 @@ def source_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "efficiency/sources/source_detail.html",
-        {"source": source, "page": page, "problems_only": problems_only},
+        {"source": source, "page": page, "problems_only": problems_only, "targets": source_targets(source)},
     )

@@ -78,3 +78,26 @@ def test_a_404_and_an_absurd_timestamp_mark_their_targets_and_the_good_one_is_st
     assert source.state["targets"][urls[0]]["last_error"] == f"{base}/gone answered HTTP 404"
     assert source.watermark == NOW
     assert source.consecutive_failures == 0
+
+
+def test_the_sources_page_lists_its_targets_with_the_one_down_first(client, cluster, exporter):
+    from efficiency.permissions import Role
+    from tests.factories import UserFactory
+
+    pages, base = exporter
+    pages["/good"] = (200, FIXTURE.read_bytes())
+    urls = [f"{base}/good", f"{base}/gone"]
+    source = DataSource.objects.create(
+        cluster=cluster, kind=SourceKind.DCGM_SCRAPE, name="dcgm", config={"urls": urls}
+    )
+    source_collect(source_id=source.pk, now=NOW)
+    client.force_login(UserFactory(role=Role.PLATFORM_ADMIN))
+
+    page = client.get(f"/sources/{source.pk}/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+
+    targets = page.split('id="targets"')[1].split("</section>")[0]
+    rows = targets.split("<tr class=")[1:]
+    assert [row.split(">")[0] for row in rows] == ['"target-down"', '"target-up"']
+    assert f"{base}/gone answered HTTP 404" in rows[0]
+    assert "Down" in rows[0]
+    assert "Up" in rows[1]
