@@ -230,3 +230,20 @@ def test_fault_domain_chart_names_incidents_not_located_and_nodes_without_a_doma
 
     labels = sorted(label for trace in figure.data for label in trace.y)
     assert labels == ["No fault domain", "Not located yet"]
+
+
+def test_the_incident_csv_says_each_ones_status_and_whether_only_job_output_says_so(client, org, incidents):
+    confirmed, suspected = incidents
+    Incident.objects.filter(pk=suspected.pk).update(confirmed=False)
+    Incident.objects.filter(pk=confirmed.pk).update(confirmed=True)
+    client.force_login(org.committee)
+
+    with translation.override("en"):
+        export = client.get("/faults/?range=24h&export=csv", HTTP_ACCEPT_LANGUAGE="en")
+    rows = {
+        row["Incident"]: row for row in csv.DictReader(io.StringIO(export.getvalue().decode("utf-8-sig")))
+    }
+
+    assert rows[str(confirmed.pk)]["Evidence"] == "confirmed"
+    assert rows[str(suspected.pk)]["Evidence"] == "suspicion"
+    assert rows[str(suspected.pk)]["Status"] == suspected.get_status_display()
