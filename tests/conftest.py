@@ -2,6 +2,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
+from django.utils import translation
 
 from efficiency.choices import Role, SourceKind
 from efficiency.models import DataSource
@@ -15,6 +17,15 @@ TEST_SOURCE_ROOTS = (tempfile.gettempdir(), str(Path(__file__).resolve().parent 
 def _source_roots(settings):
     # File sources may read only under PORTAL_SOURCE_ROOTS; tests read fixtures and tmp_path.
     settings.PORTAL_SOURCE_ROOTS = [*settings.PORTAL_SOURCE_ROOTS, *TEST_SOURCE_ROOTS]
+
+
+@pytest.fixture(autouse=True)
+def _default_language():
+    # A request leaves its language active in the thread (LocaleMiddleware does not reset it), so
+    # a test after a Chinese page would read Chinese messages: each test starts in the default.
+    translation.activate(django_settings.LANGUAGE_CODE)
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)

@@ -10,11 +10,14 @@ import os
 
 import pytest
 import schemathesis
+from django.core import signals
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, settings
-from rest_framework.authtoken.models import Token
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
+
+from efficiency.services.tokens import api_token_issue
 
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "4"))
 ROLES = ["head_a", "committee", "admin"]
@@ -31,7 +34,18 @@ schema = schema.exclude(path_regex=r"/logs/$")
 
 @pytest.fixture(params=ROLES)
 def token(request, org):
-    return Token.objects.create(user=getattr(org, request.param)).key
+    return api_token_issue(user=getattr(org, request.param), name="schemathesis").key
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection():
+    """As Django's test client does: a request in the test must not close the test's database
+    connection at its start or end (on PostgreSQL that ends the test's transaction)."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
 
 
 @pytest.mark.django_db

@@ -80,7 +80,11 @@ def test_charts_drawn_wide_follow_a_window_narrowed_to_a_phone(page, incident):
     page.wait_for_load_state("networkidle")
 
     page.set_viewport_size({"width": 390, "height": 900})
-    page.wait_for_function("document.documentElement.scrollWidth <= 392", timeout=10_000)
+    # Polled from here: wait_for_function evaluates a string, which the page's CSP forbids.
+    for _ in range(50):
+        if page.evaluate("document.documentElement.scrollWidth") <= 392:
+            break
+        page.wait_for_timeout(200)
 
     widths = page.evaluate(
         "[...document.querySelectorAll('[data-plotly] .svg-container')]"
