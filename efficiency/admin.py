@@ -5,9 +5,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db.models import Count
+from django.http import Http404
 from django.utils.translation import gettext_lazy as _
 from rest_framework.authtoken.models import TokenProxy
-from simple_history.admin import SimpleHistoryAdmin
+from simple_history.admin import SimpleHistoryAdmin as _SimpleHistoryAdmin
 
 from efficiency.choices import Role
 from efficiency.models import (
@@ -30,6 +31,20 @@ from efficiency.models import (
 )
 from efficiency.services.sources import SourceConfigError, SourceOutsideRoots, source_config_check
 from efficiency.services.tokens import TokenError, api_token_build
+
+
+class SimpleHistoryAdmin(_SimpleHistoryAdmin):
+    """django-simple-history's admin, where a history URL that names no version is a 404.
+
+    Its ``<id>/history/<version>/`` takes any text as the version: the user form's relative
+    "change password" link, followed from a historical version's page, led to
+    ``…/history/password/`` and a 500.
+    """
+
+    def history_form_view(self, request, object_id, version_id, extra_context=None):
+        if not str(version_id).isdigit():
+            raise Http404
+        return super().history_form_view(request, object_id, version_id, extra_context)
 
 
 @admin.register(Cluster)

@@ -163,3 +163,15 @@ def test_platform_admins_read_the_trail_of_incidents_and_quotas_in_the_admin(cli
         assert client.get(url).status_code == 200, url
     client.force_login(org.committee)
     assert client.get(reverse("admin:efficiency_incident_history", args=[incident.pk])).status_code == 302
+
+
+def test_following_the_password_link_from_a_users_past_version_is_a_404_not_a_500(client, org):
+    platform_admin = UserFactory(username="ops", role=Role.PLATFORM_ADMIN)
+    client.force_login(platform_admin)
+    version = org.head_a.history.first()
+    page = client.get(reverse("admin:auth_user_simple_history", args=[org.head_a.pk, version.history_id]))
+    assert page.status_code == 200
+
+    # The user form's "change password" link is relative: from the version's page it names
+    # ".../history/password/", which is no version.
+    assert client.get(f"/admin/auth/user/{org.head_a.pk}/history/password/").status_code == 404
