@@ -12,17 +12,11 @@ import sys
 import time
 
 from efficiency.management.commands.runportal import GUNICORN_WORKER_ARGS
-from tests.workers import ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.workers import ROOT, free_port
 
 
 def _download(worker_args: tuple[str, ...]) -> str:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "tests.slow_stream_app:application", "--bind", f"127.0.0.1:{port}",
          "--workers", "1", "--timeout", "2", *worker_args],

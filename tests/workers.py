@@ -1,6 +1,7 @@
 """Real Celery worker processes for tests, with the portal's own settings from ``env``."""
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -53,3 +54,21 @@ def worker_env(database_url: str, var_dir: Path, **extra: str) -> dict[str, str]
         **extra,
     )
     return env
+
+
+def database_url_for_processes() -> str:
+    """The URL of the database this test runs on, for the processes it starts."""
+    from django.db import connection
+
+    settings = connection.settings_dict
+    user = settings["USER"] or "postgres"
+    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
+    host = f"{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
+    return f"postgres://{user}{password}@{host}/{settings['NAME']}"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

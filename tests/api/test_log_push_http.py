@@ -24,27 +24,13 @@ from efficiency.choices import SourceKind
 from efficiency.models import DataSource, LogChunk
 from efficiency.services.tokens import api_token_issue
 from tests.factories import ClusterFactory, UserFactory
-from tests.workers import ROOT, worker_env
-
-
-def _database_url() -> str:
-    settings = connection.settings_dict
-    user = settings["USER"] or "postgres"
-    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
-    host = f"{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
-    return f"postgres://{user}{password}@{host}/{settings['NAME']}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.workers import ROOT, database_url_for_processes, free_port, worker_env
 
 
 @contextmanager
 def gunicorn(env: dict[str, str]) -> Iterator[int]:
     """gunicorn serving the portal on a free port; yields the port once it answers."""
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
          "--workers", "1", "--timeout", "120"],
@@ -79,7 +65,7 @@ def pushing(transactional_db, tmp_path):
     user = UserFactory(username="vector")
     user.user_permissions.add(Permission.objects.get(codename="add_logchunk"))
     token = api_token_issue(user=user, name="vector").key
-    with gunicorn(worker_env(_database_url(), tmp_path / "var")) as port:
+    with gunicorn(worker_env(database_url_for_processes(), tmp_path / "var")) as port:
 
         def push(blocks: list[bytes], **headers: str) -> tuple[int, dict]:
             """POST ``blocks`` as a chunked body (no Content-Length), one HTTP chunk each."""

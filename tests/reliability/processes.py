@@ -32,15 +32,6 @@ def require_postgresql() -> None:
         )
 
 
-def database_url_for_processes() -> str:
-    """The URL of the database this test runs on, for the processes it starts."""
-    settings = connection.settings_dict
-    user = settings["USER"] or "postgres"
-    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
-    host = f"{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
-    return f"postgres://{user}{password}@{host}/{settings['NAME']}"
-
-
 def wait_for(condition: Callable[[], object], *, what: str, timeout_s: float = WAIT_S) -> object:
     """Poll ``condition`` until it returns something true; fail naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -218,14 +209,6 @@ def require_initdb() -> None:
         if os.environ.get("PORTAL_REQUIRE_BROKER") == "1":
             pytest.fail(f"PORTAL_REQUIRE_BROKER=1 but {PG_BIN}/initdb is missing")
         pytest.skip(f"{PG_BIN}/initdb is missing (set PORTAL_PG_BIN to PostgreSQL's bin directory)")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 __all__ = ["ROOT"]

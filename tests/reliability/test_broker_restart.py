@@ -18,15 +18,13 @@ from tests.factories import ClusterFactory
 from tests.reliability.processes import (
     Client,
     RedisServer,
-    database_url_for_processes,
-    free_port,
     new_queue,
     require_postgresql,
     require_redis_server,
     wait_for,
     worker_process,
 )
-from tests.workers import worker_env
+from tests.workers import database_url_for_processes, free_port, worker_env
 
 pytestmark = pytest.mark.broker
 

@@ -17,13 +17,12 @@ from tests.reliability.processes import (
     ROOT,
     Client,
     PostgresCluster,
-    free_port,
     new_queue,
     require_initdb,
     wait_for,
     worker_process,
 )
-from tests.workers import portal_python, worker_env
+from tests.workers import free_port, portal_python, worker_env
 
 pytestmark = pytest.mark.broker
 

@@ -16,7 +16,7 @@ from efficiency.models import DataSource, GpuSample
 from efficiency.services.sources import SourceUnavailable, source_collect
 from tests.factories import ClusterFactory, NodeFactory
 from tests.prometheus_server import _config_yaml, _start, _stop, _wait_ready, backfill, require_prometheus
-from tests.reliability.processes import free_port
+from tests.workers import free_port
 
 HOSTS = ("gpu-p01",)
 GPUS = 2

@@ -19,14 +19,13 @@ from efficiency.services.rollups import HOURS_PER_BATCH, rollups_refresh
 from tests.factories import ClusterFactory, NodeFactory
 from tests.reliability.processes import (
     Client,
-    database_url_for_processes,
     new_queue,
     require_postgresql,
     sigkill,
     wait_for,
     worker_process,
 )
-from tests.workers import worker_env
+from tests.workers import database_url_for_processes, worker_env
 
 pytestmark = pytest.mark.broker
 

@@ -23,14 +23,13 @@ from tests.factories import ClusterFactory, NodeFactory
 from tests.prometheus_server import running_prometheus
 from tests.reliability.processes import (
     Client,
-    database_url_for_processes,
     new_queue,
     require_postgresql,
     sigkill,
     wait_for,
     worker_process,
 )
-from tests.workers import worker_env
+from tests.workers import database_url_for_processes, worker_env
 
 pytestmark = pytest.mark.broker
 

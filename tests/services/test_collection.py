@@ -20,7 +20,7 @@ from efficiency.services.sources import (
     sources_due,
 )
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
-from tests.reliability.processes import database_url_for_processes
+from tests.workers import database_url_for_processes
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

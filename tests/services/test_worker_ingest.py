@@ -13,17 +13,9 @@ from django.db import connection
 from efficiency.choices import RunStatus, SourceKind
 from efficiency.models import DataSource, LogChunk
 from tests.factories import ClusterFactory
-from tests.workers import celery_worker, portal_python, worker_env
+from tests.workers import celery_worker, database_url_for_processes, portal_python, worker_env
 
 pytestmark = pytest.mark.broker
-
-
-def _database_url() -> str:
-    settings = connection.settings_dict
-    user = settings["USER"] or "postgres"
-    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
-    host = f"{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}"
-    return f"postgres://{user}{password}@{host}/{settings['NAME']}"
 
 
 def test_a_worker_process_collects_a_log_directory_into_the_database(transactional_db, tmp_path):
@@ -40,7 +32,7 @@ def test_a_worker_process_collects_a_log_directory_into_the_database(transaction
         name="logs",
         config={"root": str(tmp_path / "logs")},
     )
-    env = worker_env(_database_url(), tmp_path / "var")
+    env = worker_env(database_url_for_processes(), tmp_path / "var")
     queue = f"ingest-{uuid.uuid4().hex[:8]}"
     with celery_worker(env, queue):
         client = portal_python(
