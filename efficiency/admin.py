@@ -325,8 +325,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
-class AuditedReadOnlyAdmin(SimpleHistoryAdmin):
-    """Rows the portal's own pages change: here only to read, with their history."""
+class ReadOnlyAdminMixin:
+    """Rows the portal's own pages and services change: in the admin only to read."""
 
     def has_add_permission(self, request):
         return False
@@ -336,6 +336,10 @@ class AuditedReadOnlyAdmin(SimpleHistoryAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class AuditedReadOnlyAdmin(ReadOnlyAdminMixin, SimpleHistoryAdmin):
+    """Rows the portal's own pages change: here only to read, with their history."""
 
 
 @admin.register(Incident)
@@ -362,19 +366,10 @@ class QuotaAdmin(AuditedReadOnlyAdmin):
 
 
 @admin.register(NodeStateChange)
-class NodeStateChangeAdmin(admin.ModelAdmin):
+class NodeStateChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Node states moved by the fault service (isolate, return to service), with the incident."""
 
     list_display = ["node", "at", "previous_state", "state", "incident", "actor"]
     list_filter = ["state"]
     search_fields = ["node__hostname"]
     list_select_related = ["node", "incident", "actor"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
