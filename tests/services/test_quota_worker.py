@@ -7,8 +7,7 @@ from django.db import connection
 
 from efficiency.models import CapacityAlert, QuotaBacktest, QuotaCycle
 from tests.quota_fixtures import make_planning
-from tests.services.test_worker_ingest import _database_url
-from tests.workers import celery_worker, portal_python, worker_env
+from tests.workers import celery_worker, database_url_for_processes, portal_python, worker_env
 
 pytestmark = pytest.mark.broker
 
@@ -18,7 +17,7 @@ def test_a_worker_rolls_cycles_backtests_a_proposal_and_checks_capacity(transact
         pytest.skip("needs PostgreSQL: the worker process must see the test database")
     make_planning()
     # Propose at once: the first cycle (from today) ends within 14 days.
-    env = worker_env(_database_url(), tmp_path / "var", PORTAL_QUOTA_PROPOSE_DAYS_AHEAD="14")
+    env = worker_env(database_url_for_processes(), tmp_path / "var", PORTAL_QUOTA_PROPOSE_DAYS_AHEAD="14")
     queue = f"quotas-{uuid.uuid4().hex[:8]}"
     with celery_worker(env, queue):
         client = portal_python(
