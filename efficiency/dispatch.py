@@ -7,26 +7,33 @@ committed). They call one of these functions instead; each queues its task with 
 contract allows this module, and only this module, to reach the tasks from below.
 
 Ingest returns what it found; the caller (a task, a view) decides what runs next by calling here.
+
+The tasks are imported when a function is called, not with this module: ``efficiency.tasks``
+imports the services, which import this module, so a module-level import would be a cycle.
 """
 
-from efficiency import tasks
+
+def _tasks():
+    from efficiency import tasks
+
+    return tasks
 
 
 def incidents_group(cluster_id: int) -> None:
     """Group a cluster's new fault signals into incidents."""
-    tasks.incidents_group_task.delay_on_commit(cluster_id)
+    _tasks().incidents_group_task.delay_on_commit(cluster_id)
 
 
 def incident_policy(incident_id: int) -> None:
     """Apply the fault policy (dry run or act) to an incident that was just opened or located."""
-    tasks.incident_policy_task.delay_on_commit(incident_id)
+    _tasks().incident_policy_task.delay_on_commit(incident_id)
 
 
 def fault_scan_source(source_id: int) -> None:
     """Scan a log source's newly stored chunks for fault signatures."""
-    tasks.fault_scan_source_task.delay_on_commit(source_id)
+    _tasks().fault_scan_source_task.delay_on_commit(source_id)
 
 
 def quota_backtest(cycle_id: int) -> None:
     """Replay the last cycle's jobs under a proposed cycle's quotas."""
-    tasks.quota_backtest_task.delay_on_commit(cycle_id)
+    _tasks().quota_backtest_task.delay_on_commit(cycle_id)

@@ -31,9 +31,9 @@ from efficiency.services.faults import (
     incidents_group,
     incidents_refresh,
 )
-from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
+from efficiency.services.ingest import jobs_ingest
 from efficiency.services.rollups import rollups_refresh
-from efficiency.services.sources import source_collect
+from efficiency.services.sources import gpu_readings_store, source_collect
 from efficiency.simulator.model import ClusterSimulator
 from efficiency.simulator.scenario import reference_nodes
 
@@ -151,7 +151,7 @@ def demo_history_backfill(
     at = start
     while at < until:
         readings = gpu_readings_from_exposition(sim.exposition(at), scrape_time_ms=int(at.timestamp() * 1000))
-        result = gpu_readings_ingest(
+        result = gpu_readings_store(
             cluster=cluster, readings=readings.records, interval_s=int(step.total_seconds()), now=at
         )
         _faults_act(cluster, at=at)

@@ -38,6 +38,7 @@ from django.db.models import Avg, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from efficiency import dispatch
 from efficiency.actuators import ActionRequest, actuator_from_config
 from efficiency.analysis.faults import trust
 from efficiency.analysis.faults.detectors import (
@@ -392,14 +393,8 @@ def xid_count_signals_record(
         signals.append(_metric_xid_signal(cluster, nodes[node_id], gpu, xid, at, key, facts))
     stored = _signals_store(cluster, signals, now=now)
     if stored:
-        transaction.on_commit(lambda: _enqueue_grouping(cluster.pk))
+        dispatch.incidents_group(cluster.pk)
     return stored
-
-
-def _enqueue_grouping(cluster_id: int) -> None:
-    from efficiency.tasks import incidents_group_task
-
-    incidents_group_task.delay(cluster_id)
 
 
 def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, key: str, facts: dict):
@@ -594,7 +589,7 @@ def incidents_group(*, cluster: Cluster, now: datetime | None = None) -> int:
     for incident in touched.values():
         with transaction.atomic():
             if _locate(incident):
-                transaction.on_commit(lambda pk=incident.pk: _enqueue_policy(pk))
+                dispatch.incident_policy(incident.pk)
     return opened
 
 
@@ -769,12 +764,6 @@ def _node_of_rank(job: Job, rank: int) -> Node | None:
         return None
     per_node = job.gpu_count // len(nodes)
     return nodes[rank // per_node] if rank // per_node < len(nodes) else None
-
-
-def _enqueue_policy(incident_id: int) -> None:
-    from efficiency.tasks import incident_policy_task
-
-    incident_policy_task.delay(incident_id)
 
 
 # --- What may be done, and doing it ---------------------------------------------------------------

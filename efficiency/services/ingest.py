@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -48,15 +49,29 @@ _VALUE_FIELDS = SAMPLE_COLUMNS[4:10]
 MAX_FUTURE_SKEW = timedelta(minutes=5)
 
 
+class XidCount(NamedTuple):
+    """An Xid the exporter counted on a GPU in its window (``DCGM_EXP_XID_ERRORS_COUNT``)."""
+
+    node_id: int
+    gpu_index: int
+    xid: int
+    timestamp_ms: int
+
+
 @dataclass
 class IngestResult:
-    """Counts of one ingest call, and the input it could not use (``warnings``: stored anyway)."""
+    """Counts of one ingest call, and the input it could not use (``warnings``: stored anyway).
+
+    ``xid_counts``: the Xid events the readings carried. Ingest stores samples only; the caller
+    decides whether they become fault signals (``sources.gpu_readings_store`` records them).
+    """
 
     received: int = 0
     stored: int = 0
     duplicates: int = 0
     rejected: list[Rejected] = field(default_factory=list)
     warnings: list[Rejected] = field(default_factory=list)
+    xid_counts: list[XidCount] = field(default_factory=list)
 
     def reject(self, reason: str, raw: str = "") -> None:
         self.rejected.append(Rejected(reason=reason, excerpt=excerpt(raw)))
@@ -87,7 +102,8 @@ def gpu_readings_ingest(
 
     Rejected: unknown hostnames, GPU indexes beyond the node's GPU count, timestamps more than
     five minutes in the future (clock skew) or older than the raw retention window. MIG
-    instances of one GPU are averaged into that GPU; a whole-GPU reading wins over them.
+    instances of one GPU are averaged into that GPU; a whole-GPU reading wins over them. The Xid
+    counts the readings carry are returned in ``xid_counts``, not recorded as faults here.
     """
     now = now or timezone.now()
     result = IngestResult()
@@ -101,7 +117,6 @@ def gpu_readings_ingest(
     whole: dict[tuple[int, int, int], tuple] = {}
     mig: dict[tuple[int, int, int], list[tuple]] = defaultdict(list)
     unknown_hosts: dict[str, int] = defaultdict(int)
-    xid_events: list[tuple[int, int, int, int]] = []
     for reading in readings:
         result.received += 1
         node = nodes.get(reading.hostname)
@@ -139,8 +154,8 @@ def gpu_readings_ingest(
             reading.xid_last,
         )
         if reading.xid_counts:
-            xid_events += [
-                (node_id, reading.gpu_index, xid, reading.timestamp_ms)
+            result.xid_counts += [
+                XidCount(node_id, reading.gpu_index, xid, reading.timestamp_ms)
                 for xid, count in reading.xid_counts
                 if count > 0 and 0 <= xid <= MAX_STORED_INT
             ]
@@ -157,10 +172,6 @@ def gpu_readings_ingest(
         if key not in whole:
             whole[key] = _mean_values(instances)
     rows = [(*key, values) for key, values in whole.items()]
-    if xid_events:
-        from efficiency.services.faults import xid_count_signals_record
-
-        xid_count_signals_record(cluster=cluster, events=xid_events, now=now)
     stored = gpu_samples_write(rows, interval_s=interval_s)
     result.stored += stored
     result.duplicates += len(rows) - stored

@@ -23,6 +23,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from efficiency import dispatch
 from efficiency.analysis import scheduler_config
 from efficiency.analysis.backtest import BacktestJob, Policy, QueuePolicy, compare_policies, run_backtest
 from efficiency.analysis.capacity import (
@@ -189,14 +190,8 @@ def quota_proposal_create(
             if p.department in departments
         )
         _event(cycle, QuotaEventKind.PROPOSED, actor=actor, at=now)
-        transaction.on_commit(lambda: _enqueue_backtest(cycle.pk))
+        dispatch.quota_backtest(cycle.pk)
     return cycle
-
-
-def _enqueue_backtest(cycle_id: int) -> None:
-    from efficiency.tasks import quota_backtest_task
-
-    quota_backtest_task.delay(cycle_id)
 
 
 def _borrowing_limits(cycle: QuotaCycle | None) -> dict[Key, int]:

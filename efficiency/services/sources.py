@@ -24,8 +24,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from efficiency.choices import JobSource, RunStatus, SourceKind
-from efficiency.collectors.records import Rejected, excerpt
-from efficiency.models import DataSource, SourceRun
+from efficiency.collectors.records import GpuReading, Rejected, excerpt
+from efficiency.models import Cluster, DataSource, SourceRun
+from efficiency.services.faults import xid_count_signals_record
 from efficiency.services.ingest import IngestResult, gpu_readings_ingest, jobs_ingest, log_chunks_ingest
 
 logger = logging.getLogger(__name__)
@@ -194,6 +195,20 @@ def _http_get(url: str, *, timeout_s: float, headers: dict | None = None) -> str
     return response.text
 
 
+def gpu_readings_store(
+    *, cluster: Cluster, readings: Iterable[GpuReading], interval_s: int, now: datetime
+) -> IngestResult:
+    """Store a batch of GPU readings, then record the Xid counts they carried as fault signals.
+
+    Ingest only stores and reports what it found; deciding that an Xid count is fault evidence
+    (and queueing the grouping into incidents) is the collection's next step, here.
+    """
+    result = gpu_readings_ingest(cluster=cluster, readings=readings, interval_s=interval_s, now=now)
+    if result.xid_counts:
+        xid_count_signals_record(cluster=cluster, events=result.xid_counts, now=now)
+    return result
+
+
 def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
     """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill.
 
@@ -243,7 +258,7 @@ def _scrape_target(
         readings = gpu_readings_from_exposition(
             text, scrape_time_ms=int(now.timestamp() * 1000), default_hostname=hostname
         )
-        result = gpu_readings_ingest(
+        result = gpu_readings_store(
             cluster=source.cluster, readings=readings.records, interval_s=source.interval_s, now=now
         )
     except Exception as error:  # one target's bad page must not stop the others
@@ -273,7 +288,7 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
         # Chunk by chunk: each stored chunk moves the watermark, so a failure half-way through
         # a long backfill keeps what was fetched and the next run resumes from there.
         for chunk in prometheus.fetch_chunks(config, start, end):
-            result = gpu_readings_ingest(
+            result = gpu_readings_store(
                 cluster=source.cluster, readings=chunk.outcome.records, interval_s=config.step_s, now=now
             )
             recorder.add(result, parse_rejected=chunk.outcome.rejected)

@@ -234,7 +234,7 @@ def test_a_training_job_whose_gpus_all_go_flat_is_a_hang(db):
 
 def test_xid_counts_in_a_scrape_become_one_signal_per_event(db):
     from efficiency.collectors.records import GpuReading
-    from efficiency.services.ingest import gpu_readings_ingest
+    from efficiency.services.sources import gpu_readings_store
     from tests.factories import NodeFactory
 
     node = NodeFactory(hostname="gpu-w01")
@@ -243,7 +243,7 @@ def test_xid_counts_in_a_scrape_become_one_signal_per_event(db):
     def scrape(seconds, counts):
         ms = int((at + timedelta(seconds=seconds)).timestamp() * 1000)
         reading = GpuReading(hostname="gpu-w01", gpu_index=2, timestamp_ms=ms, xid_counts=counts)
-        gpu_readings_ingest(
+        gpu_readings_store(
             cluster=node.cluster, readings=[reading], interval_s=30, now=at + timedelta(seconds=seconds)
         )
 
@@ -261,6 +261,26 @@ def test_xid_counts_in_a_scrape_become_one_signal_per_event(db):
     assert signal.occurred_at == at + timedelta(seconds=30)
     faults.incidents_group(cluster=node.cluster, now=at + timedelta(minutes=2))
     assert Incident.objects.get().node == node
+
+
+def test_new_xid_evidence_queues_its_grouping_only_when_the_transaction_commits(
+    db, django_capture_on_commit_callbacks
+):
+    from tests.factories import NodeFactory
+
+    node = NodeFactory(hostname="gpu-w02")
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    event = (node.pk, 0, 79, int(at.timestamp() * 1000))
+    with django_capture_on_commit_callbacks() as queued:
+        assert faults.xid_count_signals_record(cluster=node.cluster, events=[event], now=at) == 1
+    [callback] = queued
+    assert (callback.func.__self__.name, callback.args) == (
+        "efficiency.tasks.incidents_group_task",
+        (node.cluster_id,),
+    )
+    with django_capture_on_commit_callbacks() as queued_again:
+        faults.xid_count_signals_record(cluster=node.cluster, events=[event], now=at)
+    assert queued_again == []  # the same evidence again is not new: nothing to group
 
 
 def test_a_rising_double_bit_ecc_counter_is_a_critical_memory_fault(db):

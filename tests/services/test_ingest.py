@@ -42,6 +42,22 @@ def test_readings_are_stored_once_even_when_delivered_twice(cluster):
     assert list(RollupDirtyHour.objects.values_list("hour", flat=True)) == [T0]
 
 
+def test_xid_counts_are_returned_to_the_caller_and_not_recorded_as_faults(cluster):
+    from efficiency.models import FaultSignal
+    from efficiency.services.ingest import XidCount
+
+    node_id = cluster.nodes.get().pk
+    result = gpu_readings_ingest(
+        cluster=cluster,
+        readings=[reading(0, gpu=2, xid_counts=((79, 1.0), (48, 0.0))), reading(0, gpu=3)],
+        interval_s=60,
+        now=NOW,
+    )
+    assert result.xid_counts == [XidCount(node_id, 2, 79, ms(T0))]
+    assert result.stored == 2
+    assert not FaultSignal.objects.exists()
+
+
 def test_out_of_order_readings_are_all_kept(cluster):
     gpu_readings_ingest(
         cluster=cluster, readings=[reading(5), reading(1), reading(3)], interval_s=60, now=NOW
