@@ -29,6 +29,7 @@ from efficiency.analysis.faults.detectors import (
     detect_loss_anomalies,
     detect_slowdown,
     detect_stragglers,
+    straggler_by_activity,
 )
 from efficiency.analysis.faults.progress import parse_progress
 from efficiency.simulator.model import ClusterSimulator
@@ -473,3 +474,34 @@ def test_simulator_nan_loss_is_found_at_the_first_line_after_the_fault(sim):
     assert [(a.kind, a.first_step, a.last_step) for a in anomalies] == [
         (NAN, first_after, progress[-1].iteration)
     ]
+
+
+def activity(levels: dict[str, tuple[float, float]], *, minutes=40, since_minute=30):
+    """SM activity per node, one sample a minute: (before, after) ``since_minute``."""
+    return {
+        node: [(T0 + timedelta(minutes=m), before if m < since_minute else after) for m in range(minutes)]
+        for node, (before, after) in levels.items()
+    }
+
+
+def test_the_node_still_busy_while_its_peers_wait_is_the_straggler():
+    # From minute 30 the healthy nodes wait in NCCL at 0.6x their activity; n4 computes on.
+    samples = activity({"n1": (60, 36), "n2": (60, 36), "n3": (60, 36), "n4": (60, 60)})
+    assert straggler_by_activity(samples, since=T0 + timedelta(minutes=30)) == "n4"
+
+
+def test_a_node_that_was_always_a_little_busier_is_no_straggler():
+    samples = activity({"n1": (50, 50), "n2": (50, 50), "n3": (50, 50), "n4": (60, 60)})
+    assert straggler_by_activity(samples, since=T0 + timedelta(minutes=30)) is None
+
+
+def test_a_straggler_needs_two_peers_and_a_run_under_way_since_the_slowdown():
+    two = activity({"n1": (60, 36), "n2": (60, 60)})
+    assert straggler_by_activity(two, since=T0 + timedelta(minutes=30)) is None
+    # n4 straggled from minute 30 to 39 and was fine again: not the cause of a slowdown at 45.
+    earlier = {
+        node: [(at, pct) for at, pct in series] + [(T0 + timedelta(minutes=m), 60) for m in range(40, 50)]
+        for node, series in activity({"n1": (60, 36), "n2": (60, 36), "n3": (60, 36), "n4": (60, 60)}).items()
+    }
+    assert straggler_by_activity(earlier, since=T0 + timedelta(minutes=45)) is None
+    assert straggler_by_activity(earlier, since=T0 + timedelta(minutes=30)) == "n4"

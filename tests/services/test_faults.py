@@ -319,3 +319,72 @@ def test_the_ecc_counter_of_a_dcgm_page_is_stored_with_the_sample(db):
     gpu_readings_ingest(cluster=node.cluster, readings=readings.records, interval_s=30, now=at)
     sample = GpuSample.objects.get()
     assert (sample.temp_c, sample.ecc_dbe_total) == (41, 3)
+
+
+def test_a_slowdown_is_located_at_the_node_still_busy_while_its_peers_wait(db):
+    from efficiency.models import GpuSample, LogChunk
+    from tests.factories import JobFactory, NodeFactory
+
+    nodes = [NodeFactory(hostname=f"gpu-s0{n}") for n in range(1, 5)]
+    cluster = nodes[0].cluster
+    source = DataSource.objects.create(cluster=cluster, kind=SourceKind.LOG_PUSH, name="push")
+    begin = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    job = JobFactory(cluster=cluster, department=nodes[0].owner_department, submitted_at=begin,
+                     started_at=begin, ended_at=None, gpu_count=32)  # fmt: skip
+    job.nodes.set(nodes)
+    lines, at = [], begin
+    for iteration in range(1, 41):
+        seconds = 60.0 if iteration <= 25 else 90.0  # 50% slower from iteration 26 (minute 25)
+        at += timedelta(seconds=seconds)
+        lines.append(megatron_line(at, iteration, seconds, 3.0 - iteration * 0.01))
+    text = "\n".join(lines) + "\n"
+    LogChunk.objects.create(source=source, stream="job/rank-0.log", file_id="f", start_offset=0,
+                            end_offset=len(text), job=job, rank=0, line_count=40, text=text,
+                            received_at=at)  # fmt: skip
+    slow_from = begin + timedelta(minutes=25)
+    GpuSample.objects.bulk_create(
+        GpuSample(
+            node=node,
+            gpu_index=gpu,
+            ts=begin + timedelta(minutes=m),
+            interval_s=60,
+            sm_active_pct=60.0 if m < 25 or node == nodes[2] else 36.0,
+        )
+        for node in nodes
+        for gpu in range(8)
+        for m in range(int((at - begin).total_seconds() // 60))
+    )
+    assert faults.fault_detect_jobs(cluster=cluster, now=at + timedelta(seconds=5)) == 1
+    slowdown = FaultSignal.objects.get(signature_id="slowdown")
+    assert slowdown.occurred_at >= slow_from
+    assert slowdown.node == nodes[2]
+
+
+def test_a_failing_actuator_is_logged_as_well_as_recorded(db, caplog):
+    from tests.factories import NodeFactory, UserFactory
+
+    node = NodeFactory(hostname="gpu-f01")
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    faults.xid_count_signals_record(
+        cluster=node.cluster, events=[(node.pk, 0, 79, int(at.timestamp() * 1000))], now=at
+    )
+    faults.incidents_group(cluster=node.cluster, now=at)
+    incident = Incident.objects.get()
+    ActuatorConfig.objects.create(
+        name="broken", action="isolate_node", dry_run=False, config={"type": "nope"}
+    )
+    ActuatorConfig.objects.create(name="refused", action="isolate_node", dry_run=False,
+                                  config={"type": "command", "argv": ["false"]})  # fmt: skip
+    with caplog.at_level("WARNING", logger="efficiency.services.faults.actions"):
+        faults.node_isolate(incident=incident, actor=UserFactory(), now=at)
+    assert list(incident.actions.order_by("actuator").values_list("actuator", "ok")) == [
+        ("broken", False),
+        ("refused", False),
+    ]
+    logged = [record.getMessage() for record in caplog.records]
+    assert len(logged) == 2
+    assert all(f"incident {incident.pk}" in line and "isolate_node" in line for line in logged)
+    assert any("broken" in line and "bad configuration" in line for line in logged)
+    assert any("refused" in line for line in logged)
+    node.refresh_from_db()
+    assert node.state == NodeState.ACTIVE

@@ -182,6 +182,44 @@ def detect_stragglers(
     return sorted(found, key=lambda run: (run.start_step, _worker_order(run.worker)))
 
 
+def straggler_by_activity(
+    activity_by_worker: Mapping[Hashable, Sequence[tuple[datetime, float]]],
+    *,
+    since: datetime,
+    bucket_s: float = 60.0,
+    min_run: int = 3,
+    baseline_steps: int = 20,
+) -> Hashable | None:
+    """The worker (a node) that straggles from ``since`` on, judged by its GPUs' activity.
+
+    A job that slows down as a whole says, in its iteration lines, *that* it slowed, not *where*.
+    In synchronous training every step takes every worker the same wall time, and the healthy
+    workers spend the straggler's extra time waiting in the collective with their SMs idle: a
+    worker's share of active SM time is its compute time per step, in units of the step. So the
+    activity samples (time, SM active %) are cut into ``bucket_s`` steps, each worker's mean in a
+    step is its "duration", and ``detect_stragglers`` does the rest: each worker is measured
+    against its own baseline (the first ``baseline_steps`` steps: pass samples from before the
+    slowdown) and its peers' median. The answer is the worker of the strongest run still under
+    way at or after ``since``; None when no worker stands out (or there are fewer than three).
+    """
+    iterations = []
+    for worker, samples in activity_by_worker.items():
+        steps: dict[int, list[float]] = {}
+        for at, pct in samples:
+            if math.isfinite(pct) and pct > 0:
+                steps.setdefault(int(at.timestamp() // bucket_s), []).append(pct)
+        iterations += [WorkerIteration(worker, step, sum(v) / len(v)) for step, v in steps.items()]
+    first_step = int(since.timestamp() // bucket_s)
+    runs = [
+        run
+        for run in detect_stragglers(iterations, min_run=min_run, baseline_steps=baseline_steps)
+        if run.end_step >= first_step
+    ]
+    if not runs:
+        return None
+    return max(runs, key=lambda run: (run.median_ratio, run.slow_steps)).worker
+
+
 # ------------------------------------------------------------------------------------------------
 # Slowdowns
 
