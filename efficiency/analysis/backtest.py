@@ -48,10 +48,12 @@ busy being allocated times the job's measured activity share. Times are epoch se
 
 import heapq
 import math
+import statistics
 from bisect import insort
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from efficiency.analysis.stats import percentile_sorted
 
@@ -143,6 +145,18 @@ class BacktestResult:
     shared_pool_gpus: dict[str, int] | None = None
     starts: tuple[float | None, ...] | None = None
     jobs_cancelled: int = 0
+
+
+class JobHistory(Protocol):
+    """One job of the window as the scheduler recorded it (``selectors.quotas.JobRow`` is one)."""
+
+    department: str
+    gpu_model: str
+    gpus: int
+    submit_s: float
+    start_s: float | None
+    end_s: float | None
+    busy_fraction: float | None
 
 
 def shared_pools(policy: Policy) -> dict[str, int]:
@@ -584,6 +598,44 @@ def run_backtest(
         starts=tuple(starts) if starts is not None else None,
         jobs_cancelled=cancelled_count,
     )
+
+
+def backtest_jobs(rows: Sequence[JobHistory], *, start_s: float, end_s: float) -> list[BacktestJob]:
+    """Jobs as the backtest replays them, from the scheduler's history of the window.
+
+    A job still waiting gets the median run time of its department's jobs; one still running, its
+    run time so far. A job its user cancelled before it started gets that median too, and its wait
+    as its patience: the replay drops it again unless the policy starts it by then.
+    """
+    runtimes: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if row.start_s is not None and row.end_s is not None:
+            runtimes[row.department].append(row.end_s - row.start_s)
+    everyone = [value for values in runtimes.values() for value in values]
+    fallback = statistics.median(everyone) if everyone else HOUR_S
+    medians = {queue: statistics.median(values) for queue, values in runtimes.items()}
+    jobs = []
+    for row in rows:
+        patience = None
+        if row.start_s is None:
+            duration = medians.get(row.department, fallback)
+            if row.end_s is not None:
+                patience = max(row.end_s - row.submit_s, 0.0)
+        else:
+            duration = (row.end_s if row.end_s is not None else end_s) - row.start_s
+        jobs.append(
+            BacktestJob(
+                queue=row.department,
+                gpu_model=row.gpu_model,
+                gpus=row.gpus,
+                submit_s=row.submit_s,
+                duration_s=max(duration, 1.0),
+                started_s=row.start_s if row.start_s is not None and row.start_s < start_s else None,
+                busy_fraction=row.busy_fraction,
+                patience_s=patience,
+            )
+        )
+    return jobs
 
 
 def compare_policies(

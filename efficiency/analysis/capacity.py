@@ -10,8 +10,10 @@ How many GPUs are needed is answered by the backtest: the fewest GPUs added to t
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from efficiency.analysis.stats import percentile
 
 DAY_S = 86_400.0
 
@@ -40,6 +42,45 @@ def pool_exhausted(
         hour.borrowed_gpus >= shared_pool_gpus - tolerance_gpus and hour.longest_wait_s > wait_threshold_s
         for hour in hours[-sustained_hours:]
     )
+
+
+def pool_hours(
+    jobs: Sequence, use: Mapping[object, Sequence[float]], guarantees: Mapping, *, start_s: float, hours: int
+) -> list[PoolHour]:
+    """Each of ``hours`` hours from ``start_s``: GPUs borrowed beyond the guarantees, and the
+    longest wait of a job still waiting at the hour's end.
+
+    ``use`` maps a (department, model) key to its GPUs in use hour by hour; ``jobs`` have
+    ``submit_s``, ``start_s`` and ``end_s`` (None while not started / not ended), epoch seconds.
+    """
+    result = []
+    for h in range(hours):
+        hour_end_s = start_s + (h + 1) * 3600.0
+        borrowed = sum(max(0.0, series[h] - guarantees.get(key, 0)) for key, series in use.items())
+        waits = [
+            hour_end_s - job.submit_s
+            for job in jobs
+            if job.submit_s < hour_end_s
+            and (job.start_s is None or job.start_s > hour_end_s)
+            and (job.end_s is None or job.end_s > hour_end_s)
+        ]
+        result.append(PoolHour(borrowed, max(waits, default=0.0)))
+    return result
+
+
+def daily_peaks(hourly: Sequence[float]) -> tuple[list[float], list[float]]:
+    """(day numbers, P95 of the day's hourly demand) for every whole day with any demand.
+
+    ``hourly`` starts at a midnight; a day with no demand at all (no data) is left out rather
+    than pulling the trend down.
+    """
+    days, peaks = [], []
+    for day in range(len(hourly) // 24):
+        hours = hourly[day * 24 : (day + 1) * 24]
+        if any(hours):
+            days.append(float(day))
+            peaks.append(percentile(hours, 95))
+    return days, peaks
 
 
 @dataclass(frozen=True, slots=True)

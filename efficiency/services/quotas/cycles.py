@@ -1,0 +1,87 @@
+"""Cycles: what every quota service shares (the error, the cycle length and day, the event log,
+a cycle's guarantees and limits) and a cluster's first cycle, its fixed partition."""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from efficiency.analysis.quotas import Key
+from efficiency.choices import QuotaCycleStatus, QuotaEventKind
+from efficiency.models import Cluster, Department, Quota, QuotaCycle, QuotaEvent
+from efficiency.selectors.quotas import cluster_capacity, owned_gpus
+
+HOUR_S = 3600.0
+
+
+class QuotaError(Exception):
+    """A planning action that cannot be done (shown to the user as is)."""
+
+
+def cycle_length() -> timedelta:
+    return timedelta(days=settings.PORTAL_CYCLE_DAYS)
+
+
+def local_midnight(at: datetime) -> datetime:
+    """The start of ``at``'s day in the display time zone (cycles begin at local midnight)."""
+    local = timezone.localtime(at)
+    return local.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def cycle_event(cycle: QuotaCycle, kind: str, *, actor=None, at: datetime, **fields) -> QuotaEvent:
+    return QuotaEvent.objects.create(cycle=cycle, kind=kind, actor=actor, at=at, **fields)
+
+
+@transaction.atomic
+def quota_cycle_initial_create(
+    *, cluster: Cluster, start: datetime, actor=None, now: datetime | None = None
+) -> QuotaCycle:
+    """The first cycle of a cluster: the fixed partition (each department's owned GPUs)."""
+    now = now or timezone.now()
+    if QuotaCycle.objects.filter(cluster=cluster).exists():
+        raise QuotaError(_("This cluster already has quota cycles."))
+    departments = {d.code: d for d in Department.objects.all()}
+    cycle = QuotaCycle.objects.create(
+        cluster=cluster,
+        start=start,
+        end=start + cycle_length(),
+        status=QuotaCycleStatus.APPROVED,
+        capacity=cluster_capacity(cluster=cluster),
+        origin="fixed_partition",
+        created_at=now,
+        created_by=actor,
+        approved_at=now,
+        approved_by=actor,
+    )
+    Quota.objects.bulk_create(
+        Quota(cycle=cycle, department=departments[code], gpu_model=model, guaranteed_gpus=gpus)
+        for (code, model), gpus in sorted(owned_gpus(cluster=cluster).items())
+    )
+    cycle_event(cycle, QuotaEventKind.CREATED, actor=actor, at=now)
+    return cycle
+
+
+def cycle_guarantees(cycle: QuotaCycle | None, cluster: Cluster) -> dict[Key, int]:
+    if cycle is None:
+        return owned_gpus(cluster=cluster)
+    return {
+        (code, model): gpus
+        for code, model, gpus in cycle.quotas.values_list("department__code", "gpu_model", "guaranteed_gpus")
+    }
+
+
+def cycle_borrowing_limits(cycle: QuotaCycle | None) -> dict[Key, int]:
+    if cycle is None:
+        return {}
+    return {
+        (code, model): limit
+        for code, model, limit in cycle.quotas.filter(borrowing_limit_gpus__isnull=False).values_list(
+            "department__code", "gpu_model", "borrowing_limit_gpus"
+        )
+    }
+
+
+def day_text(at: datetime) -> str:
+    return f"{timezone.localtime(at):%Y-%m-%d}"
