@@ -149,14 +149,6 @@ class QueueTotals:
     longest_wait_s: float | None = None
     by_reason: dict[str, tuple[int, float]] = field(default_factory=dict)
 
-    @property
-    def main_reason(self) -> str | None:
-        """The reason that holds back the most GPUs (then the most jobs)."""
-        if not self.by_reason:
-            return None
-        jobs_and_gpus = self.by_reason
-        return max(jobs_and_gpus, key=lambda reason: (jobs_and_gpus[reason][1], jobs_and_gpus[reason][0]))
-
 
 def summarize_queue(jobs: Iterable[WaitingJob]) -> QueueTotals:
     """Count the waiting jobs and their GPUs, in total and per reason, and the longest wait."""

@@ -172,10 +172,6 @@ class QuotaProposal:
     upper_gpus: int | None = None
     percentile: float = 75.0
 
-    @property
-    def change_gpus(self) -> int | None:
-        return None if self.current_gpus is None else self.proposed_gpus - self.current_gpus
-
     def explanation(self) -> dict:
         """The steps behind the proposal and a summary of them, as stored with the quota (JSON)."""
         return {

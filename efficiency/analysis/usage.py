@@ -13,7 +13,6 @@ GPU_UTIL. A department's available time is what it owns (fixed partition) — la
 quota; its allocated and busy time are its own jobs'.
 """
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 HOUR_S = 3600.0
@@ -72,13 +71,6 @@ def _ratio(part: float, whole: float) -> float | None:
     if whole <= 0:
         return None
     return min(part / whole, 1.0)
-
-
-def totals_sum(items: Iterable[UsageTotals]) -> UsageTotals:
-    result = UsageTotals()
-    for item in items:
-        result = result + item
-    return result
 
 
 def percent(value: float | None, digits: int = 1) -> float | None:

@@ -30,7 +30,6 @@ REQUIRED_COLUMNS = (
     "end_time",
     "state",
 )
-OPTIONAL_COLUMNS = ("gpu_model", "node_names", "framework", "gpu_milli")
 
 # The values of efficiency.choices.JobState and Framework, repeated here because collectors
 # import nothing from Django; tests/collectors/test_jobs_csv.py checks that they agree.

@@ -281,36 +281,6 @@ def fetch_range(
     return collected
 
 
-def query_vector(
-    config: PrometheusConfig,
-    promql: str,
-    at: datetime,
-    *,
-    session: requests.Session | None = None,
-) -> list[dict[str, Any]]:
-    """Run an instant query at ``at`` and return Prometheus' ``data.result`` as is.
-
-    A vector gives ``[{"metric": {...}, "value": [ts, "v"]}, ...]``; a scalar or string result is wrapped
-    as one such item with empty ``metric``.
-    """
-    _require_aware(at, "at")
-    params = {"query": promql, "time": _unix(at), "timeout": f"{config.timeout_s:g}"}
-    where = f"instant query {promql!r} at {_iso(at)}"
-    http = requests.Session() if session is None else session
-    try:
-        payload = _get_json(config, http, "/api/v1/query", params, where)
-    finally:
-        if session is None:
-            http.close()
-    data = payload["data"]
-    result_type = data.get("resultType")
-    if result_type == "vector" and isinstance(data.get("result"), list):
-        return list(data["result"])
-    if result_type in ("scalar", "string"):
-        return [{"metric": {}, "value": data.get("result")}]
-    raise PrometheusQueryError(f"Prometheus returned an unexpected result type {result_type!r} for {where}.")
-
-
 # --- one chunk -----------------------------------------------------------------------------------------
 
 _Key = tuple[str, int, str, int]  # hostname, gpu index, MIG instance, timestamp_ms

@@ -159,10 +159,6 @@ class Node(models.Model):
     def __str__(self) -> str:
         return self.hostname
 
-    @property
-    def in_shared_pool(self) -> bool:
-        return self.owner_department_id is None
-
 
 class Gpu(models.Model):
     """One GPU of a node, as dcgm-exporter names it (index and UUID)."""

@@ -1,7 +1,6 @@
 """API tokens: only a digest is stored, every token expires, a push token serves one source."""
 
 import hashlib
-from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -13,11 +12,6 @@ from efficiency.models.telemetry import DataSource
 def token_digest(key: str) -> str:
     """The SHA-256 hex digest under which a token is stored (the key itself never is)."""
     return hashlib.sha256(key.encode()).hexdigest()
-
-
-class ApiTokenQuerySet(models.QuerySet):
-    def valid_at(self, moment: datetime) -> "ApiTokenQuerySet":
-        return self.filter(expires_at__gt=moment)
 
 
 class ApiToken(models.Model):
@@ -50,8 +44,6 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     expires_at = models.DateTimeField(_("expires at"))
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
-
-    objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -45,7 +45,6 @@ SAMPLE_COLUMNS = (
     "ecc_dbe_total",
     "xid_last",
 )
-_VALUE_FIELDS = SAMPLE_COLUMNS[4:10]
 MAX_FUTURE_SKEW = timedelta(minutes=5)
 
 

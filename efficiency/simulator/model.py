@@ -1255,14 +1255,6 @@ class ClusterSimulator:
     def _serving_mean(self) -> float:
         return self.cal.serving_duty_pct.mean() / 100
 
-    def gpu_hour_activity(self, hostname: str, gpu: int, hour_start: datetime) -> float:
-        """Expected mean GR_ENGINE_ACTIVE (0-1) of one GPU over the hour from ``hour_start``."""
-        begin_s = _ts(hour_start)
-        end_s = begin_s + HOUR_S
-        self._advance(end_s)
-        node = self._node_states[self._index[hostname]]
-        return self._gpu_window(node, gpu, begin_s, end_s)[0] / HOUR_S
-
     def _gpu_window(self, node: _NodeState, gpu: int, begin_s: float, end_s: float) -> tuple[float, float]:
         """(activity integral, allocated seconds) of one GPU over [begin, end)."""
         starts = node.seg_starts[gpu]
@@ -1287,25 +1279,6 @@ class ClusterSimulator:
         node = self._node_states[self._index[hostname]]
         total = sum(self._gpu_window(node, g, begin_s, begin_s + HOUR_S)[0] for g in range(len(node.free)))
         return total / (HOUR_S * len(node.free))
-
-    def node_hour_allocation(self, hostname: str, hour_start: datetime) -> float:
-        """Share (0-1) of a node's GPU-seconds allocated to jobs during one hour."""
-        begin_s = _ts(hour_start)
-        self._advance(begin_s + HOUR_S)
-        node = self._node_states[self._index[hostname]]
-        total = sum(self._gpu_window(node, g, begin_s, begin_s + HOUR_S)[1] for g in range(len(node.free)))
-        return total / (HOUR_S * len(node.free))
-
-    def cluster_hour_activity(self, hour_start: datetime) -> float:
-        """Expected mean GR_ENGINE_ACTIVE (0-1) over every GPU of the cluster for one hour."""
-        gpus = sum(spec.gpu_count for spec in self.nodes)
-        total = sum(
-            self.node_hour_activity(spec.hostname, hour_start) * spec.gpu_count for spec in self.nodes
-        )
-        return total / gpus
-
-    # ----------------------------------------------------------------------------------------
-    # Per-GPU samples
 
     def sample(self, hostname: str, gpu: int, at: datetime) -> GpuSample:
         """The values one GPU reports at ``at`` (what ``exposition`` prints for it)."""

@@ -24,13 +24,17 @@ from efficiency.analysis.faults.scanner import (
     line_timestamp,
     scan_bytes,
     scan_file,
-    scan_text,
 )
 from efficiency.analysis.faults.signatures import CATEGORIES, SIGNATURES, SIGNATURES_BY_ID
 from tests.simulator.conftest import START, make_simulator
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "logs"
+
+
+def scan_text(text: str, *, year: int | None = None) -> list:
+    """Findings in a string, offsets in its UTF-8 encoding (the portal scans bytes)."""
+    return scan_bytes(text.encode("utf-8", "surrogatepass"), year=year)
 
 
 def _examples() -> list[tuple[str, str, str]]:

@@ -63,7 +63,6 @@ def test_proposal_change_is_bounded_both_ways():
     assert (proposals["hot"].proposed_gpus, proposals["hot"].bound) == (50, Bound.MAX_INCREASE)
     assert (proposals["hot"].lower_gpus, proposals["hot"].upper_gpus) == (30, 50)
     assert (proposals["idle"].proposed_gpus, proposals["idle"].bound) == (30, Bound.MAX_DECREASE)
-    assert proposals["idle"].change_gpus == -10
 
 
 def test_floor_applies_to_queues_with_demand_or_a_quota_only():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from efficiency.analysis.usage import UsageTotals, change_points, percent, totals_sum
+from efficiency.analysis.usage import UsageTotals, change_points, percent
 
 
 def test_rates_on_a_fully_covered_day_of_one_node():
@@ -32,7 +32,7 @@ def test_nothing_sampled_is_unknown_not_zero():
 def test_totals_add_up_across_nodes_and_hours():
     a = UsageTotals(3600, 1800, 3600, 900)
     b = UsageTotals(7200, 7200, 3600, 3600)
-    total = totals_sum([a, b])
+    total = a + b
     assert total == UsageTotals(10800, 9000, 7200, 4500)
     assert total.utilization == pytest.approx(4500 / 7200)
 

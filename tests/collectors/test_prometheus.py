@@ -24,7 +24,6 @@ from efficiency.collectors.prometheus import (
     fetch_chunks,
     fetch_range,
     plan_chunks,
-    query_vector,
 )
 from efficiency.collectors.records import GpuReading, Rejected, excerpt
 
@@ -513,17 +512,6 @@ def test_warnings_are_reported_and_the_data_kept(stub):
     assert outcome.rejected == [
         Rejected(f"Prometheus warning for util_pct (data kept): {warning}", "DCGM_FI_DEV_GPU_UTIL")
     ]
-
-
-def test_query_vector_returns_the_instant_result(stub):
-    result = [{"metric": {"__name__": "up", "job": "dcgm-exporter"}, "value": [T0_S, "1"]}]
-    stub.answer = lambda path, params: Reply(
-        {"status": "success", "data": {"resultType": "vector", "result": result}}
-    )
-
-    assert query_vector(config(stub.url), "up", T0) == result
-    [(path, params, _headers)] = stub.requests
-    assert (path, params["query"], params["time"]) == ("/api/v1/query", "up", str(T0_S))
 
 
 # --- failures --------------------------------------------------------------------------------------------

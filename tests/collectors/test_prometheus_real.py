@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from efficiency.collectors.prometheus import PrometheusConfig, PrometheusQueryError, fetch_range, query_vector
+from efficiency.collectors.prometheus import PrometheusConfig, PrometheusQueryError, fetch_range
 from efficiency.collectors.records import GpuReading
 from tests.prometheus_server import running_prometheus
 
@@ -148,15 +148,3 @@ def test_invalid_promql_fails_with_prometheus_own_message(backfilled):
     assert "query util_pct = 'DCGM_FI_DEV_GPU_UTIL{'" in message
     assert info.value.completed_until == backfilled.start
     assert info.value.partial.records == []
-
-
-def test_instant_query_sees_the_backfilled_series(backfilled):
-    at = backfilled.start + timedelta(minutes=90)
-
-    result = query_vector(
-        PrometheusConfig(base_url=backfilled.base_url),
-        'DCGM_FI_DEV_XID_ERRORS{Hostname="gpu-a02",gpu="1"}',
-        at,
-    )
-
-    assert [item["value"] for item in result] == [[at.timestamp(), "79"]]

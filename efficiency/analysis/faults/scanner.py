@@ -1,6 +1,6 @@
 """Find fault lines in job and kernel logs, at a good fraction of grep's speed, in plain Python.
 
-``scan_bytes`` / ``scan_file`` / ``scan_text`` report one ``Finding`` per line that a signature of
+``scan_bytes`` / ``scan_file`` report one ``Finding`` per line that a signature of
 ``signatures.SIGNATURES`` matches: the first signature in catalog order, so the most specific
 one (see the catalog's docstring). The result is exactly what matching every decoded line
 against every signature would give; only the work is spread differently:
@@ -378,11 +378,6 @@ def scan_bytes(
     findings: list[Finding] = []
     _scan_region(data, 0, len(data), start_line, start_offset, year, findings)
     return findings
-
-
-def scan_text(text: str, *, year: int | None = None) -> list[Finding]:
-    """Findings in a string (offsets are those of its UTF-8 encoding)."""
-    return scan_bytes(text.encode("utf-8", "surrogatepass"), year=year)
 
 
 def scan_file(

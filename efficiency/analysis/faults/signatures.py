@@ -386,8 +386,3 @@ OTHER_SIGNATURES = (
 
 SIGNATURES: tuple[Signature, ...] = (*XID_SIGNATURES, XID_OTHER, *OTHER_SIGNATURES)
 SIGNATURES_BY_ID = {signature.id: signature for signature in SIGNATURES}
-
-
-def signature_get(signature_id: str) -> Signature:
-    """The signature with this id (``KeyError`` for an unknown one)."""
-    return SIGNATURES_BY_ID[signature_id]

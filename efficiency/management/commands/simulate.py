@@ -1,4 +1,3 @@
-import logging
 import threading
 import time
 from datetime import timedelta
@@ -12,8 +11,6 @@ from efficiency.services import demo
 from efficiency.services.demo_status import history_status_write
 from efficiency.services.organisation import DEMO_CLUSTER_SLUG
 from efficiency.simulator.exporter import make_server
-
-logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
