@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
 
+from efficiency.charts.toolkit import clock_duration
 from efficiency.choices import NodeClass
 from efficiency.markdown_text import markdown_code, markdown_text
 from efficiency.times import display_time
@@ -80,16 +81,8 @@ def pretty_json(value: object) -> str:
 
 @register.filter
 def duration(seconds: float | None) -> str:
-    """Seconds as ``1d 02:03:04`` / ``02:03:04``; blank when unknown."""
-    if seconds is None:
-        return "—"
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    # Translators: a duration of whole days and a clock time, e.g. "9d 01:02:03".
-    return _("%(days)sd %(clock)s") % {"days": days, "clock": clock} if days else clock
+    """Seconds as a clock, ``02:03:04`` / ``1d 02:03:04``; "—" when unknown (job waits, run times)."""
+    return clock_duration(seconds)
 
 
 @register.filter
