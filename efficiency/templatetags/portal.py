@@ -3,7 +3,7 @@ from datetime import UTC, date, datetime
 
 from django import template
 from django.utils import dateformat
-from django.utils.html import format_html, json_script
+from django.utils.html import format_html, format_html_join, json_script
 from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
@@ -71,6 +71,39 @@ def export_url(context, export: str = "csv") -> str:
         query.pop(name, None)
     query["export"] = export
     return "?" + query.urlencode()
+
+
+# Parameters of the range picker itself, and those that make no sense on another range.
+RANGE_PARAMETERS = ("range", "start", "end", "page", "export")
+
+
+def _other_parameters(request):
+    query = request.GET.copy()
+    for name in RANGE_PARAMETERS:
+        query.pop(name, None)
+    return query
+
+
+@register.simple_tag(takes_context=True)
+def range_url(context, key: str) -> str:
+    """The link of a range preset: ``?range=<key>`` plus every other parameter of this page.
+
+    A department, a GPU model or a filter the reader chose stays when they switch to "7 days";
+    the custom range's days and the page number go.
+    """
+    query = _other_parameters(context["request"])
+    query["range"] = key
+    return "?" + query.urlencode()
+
+
+@register.simple_tag(takes_context=True)
+def other_parameters_as_hidden_inputs(context) -> str:
+    """Hidden inputs for this page's parameters other than the range's: the custom range form
+    keeps them, as the presets do."""
+    query = _other_parameters(context["request"])
+    return format_html_join(
+        "", '<input type="hidden" name="{}" value="{}">', ((n, v) for n in query for v in query.getlist(n))
+    )
 
 
 @register.filter
