@@ -19,3 +19,13 @@ def test_the_chinese_plotly_locale_is_of_the_bundled_plotly_js_version():
     assert 'name:"zh-CN"' in locale
     assert "Plotly.register(locale)" in locale
     assert (LOCALES / "LICENSE").exists()
+
+
+def test_the_css_colours_every_severity_and_node_class_the_charts_colour():
+    from efficiency.charts.usage import NODE_CLASS_COLORS
+    from efficiency.choices import Severity
+
+    css = (ROOT / "static" / "efficiency" / "css" / "portal.css").read_text(encoding="utf-8")
+    defined = set(re.findall(r"\.((?:severity|class)-[a-z_]+)\s*[{,]", css))
+    assert {f"severity-{value}" for value in Severity.values} <= defined
+    assert {f"class-{value}" for value in NODE_CLASS_COLORS} <= defined

@@ -11,18 +11,21 @@ from datetime import date, datetime
 
 import plotly.graph_objects as go
 
-from efficiency.charts.quotas import GRID_COLOR, HORIZONTAL_LEGEND_MAX_ENTRIES
-from efficiency.charts.theme import apply_theme, legend_aside
-from efficiency.charts.usage import (
+from efficiency.charts.theme import GRID_COLOR, apply_theme, legend_aside
+from efficiency.charts.toolkit import (
     BUSY_COLOR,
     DEPARTMENT_CHROME_PX,
     DEPARTMENT_ROW_PX,
+    HORIZONTAL_LEGEND_MAX_ENTRIES,
     MAX_HEIGHT_PX,
     MIN_HEIGHT_PX,
     OWNED_COLOR,
+    PERCENT_RANGE,
+    check_lengths,
+    hover_line,
+    percent_text,
 )
-
-PERCENT_RANGE = [0, 100]
+from efficiency.charts.toolkit import duration_text as spoken_duration
 
 # One colour per fault category (efficiency.choices.FaultCategory), the same on every page.
 # Related causes share a hue family: GPU hardware reds, interconnect blues and purples, CUDA
@@ -169,11 +172,11 @@ def incident_phases_figure(
     bar runs to ``now`` when given, else to the latest time known in ``phases``; it is hatched,
     an arrowhead marks its open end (visible even when the bar has no length yet), and its
     duration reads "≥ …". An end before its start (clocks of two sources disagree) counts as 0.
-    ``duration_text`` writes a duration in the reader's language (default: English units).
+    ``duration_text`` writes a duration (default: the toolkit's, in the active language).
     """
     known = [moment for _, start, end in phases for moment in (start, end) if moment is not None]
     open_until = now if now is not None else max(known, default=None)
-    text = duration_text or _duration_text
+    text = duration_text or spoken_duration
     bars = [
         _phase_bar(name, start, end, open_until=open_until, duration_text=text) for name, start, end in phases
     ]
@@ -232,7 +235,7 @@ def mttr_trend_figure(
     MTTR is the thick solid line, its parts thinner dashed ones. A None value (a day without
     incidents) leaves a gap; points carry markers, so a day between two gaps still shows.
     """
-    _check_lengths(
+    check_lengths(
         "days",
         days,
         {"mttr_minutes": mttr_minutes, "detect_minutes": detect_minutes, "locate_minutes": locate_minutes},
@@ -253,7 +256,7 @@ def mttr_trend_figure(
                 line=line,
                 marker={"size": 6},
                 connectgaps=False,
-                hovertemplate=_hover_line(label, hover),
+                hovertemplate=hover_line(label, hover),
             )
             for label, values, line in lines
         ]
@@ -277,7 +280,7 @@ def ettr_figure(
 
     Jobs with equal ratios keep their given order. Each bar is labelled ("87%").
     """
-    _check_lengths("jobs", jobs, {"ettr_pct": ettr_pct})
+    check_lengths("jobs", jobs, {"ettr_pct": ettr_pct})
     ranked = sorted(zip(jobs, ettr_pct, strict=True), key=lambda pair: pair[1])
     names = [name for name, _ in ranked]
     values = [value for _, value in ranked]
@@ -288,10 +291,10 @@ def ettr_figure(
             x=values,
             orientation="h",
             marker={"color": BUSY_COLOR},
-            text=[f"{value:.0f}%" for value in values],
+            text=[percent_text(value) for value in values],
             textposition="auto",
             cliponaxis=False,
-            hovertemplate="%{y}<br>" + _hover_line(axis_label, "%{x:.1f}%"),
+            hovertemplate="%{y}<br>" + hover_line(axis_label, "%{x:.1f}%"),
         )
     )
     figure.update_layout(showlegend=False)
@@ -312,7 +315,7 @@ def count_bar_figure(
     Labels with equal counts keep their given order. Each bar is labelled with its count. Without
     ``color`` the bars take the theme's first colour.
     """
-    _check_lengths("labels", labels, {"counts": counts})
+    check_lengths("labels", labels, {"counts": counts})
     ranked = sorted(zip(labels, counts, strict=True), key=lambda pair: -pair[1])
     names = [name for name, _ in ranked]
     values = [value for _, value in ranked]
@@ -326,7 +329,7 @@ def count_bar_figure(
             text=[f"{value:,}" for value in values],
             textposition="auto",
             cliponaxis=False,
-            hovertemplate="%{y}<br>" + _hover_line(axis_label, "%{x:,}"),
+            hovertemplate="%{y}<br>" + hover_line(axis_label, "%{x:,}"),
         )
     )
     figure.update_layout(showlegend=False)
@@ -392,7 +395,7 @@ def _category_trace(
         # Escaped with every data label by apply_theme: evidence such as "<unknown>" shows as written.
         text=[point.text for point in points],
         customdata=[point.incident_id for point in points],
-        hovertemplate="%{y} · %{x|%Y-%m-%d %H:%M:%S}<br>" + _hover_line(label, "%{text}"),
+        hovertemplate="%{y} · %{x|%Y-%m-%d %H:%M:%S}<br>" + hover_line(label, "%{text}"),
     )
 
 
@@ -445,35 +448,5 @@ def _timeline_height_px(rows: int) -> int:
     return max(MIN_HEIGHT_PX, min(ceiling_px, TIMELINE_CHROME_PX + TIMELINE_ROW_PX * rows))
 
 
-def _duration_text(duration_s: float) -> str:
-    """A duration as people say it: "45 s", "2.5 min", "30 min", "1.5 h", "26 h"."""
-    seconds = round(duration_s)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{_short_number(seconds / 60)} min"
-    return f"{_short_number(seconds / 3600)} h"
-
-
-def _short_number(value: float) -> str:
-    # One decimal where it matters (2.5 min), none where it is noise (42 min).
-    text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
-    return text.removesuffix(".0")
-
-
 def _time_text(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _check_lengths(
-    reference_name: str, reference: Sequence[object], sequences: Mapping[str, Sequence[object]]
-) -> None:
-    """Raise ValueError when a sequence does not have one value per item of ``reference``."""
-    for name, values in sequences.items():
-        if len(values) != len(reference):
-            raise ValueError(f"{name!r} has {len(values)} values, but {reference_name} has {len(reference)}")
-
-
-def _hover_line(name: str, value_template: str) -> str:
-    # Unified hover shows only the template's text, so the series name goes in it explicitly.
-    return f"{name}: {value_template}<extra></extra>"

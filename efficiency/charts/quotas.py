@@ -18,14 +18,16 @@ from datetime import datetime
 
 import plotly.graph_objects as go
 
-from efficiency.charts.theme import apply_theme, plain
-from efficiency.charts.usage import (
+from efficiency.charts.theme import GRID_COLOR, apply_theme, plain
+from efficiency.charts.toolkit import (
     BUSY_COLOR,
     DEPARTMENT_CHROME_PX,
     DEPARTMENT_ROW_PX,
     MAX_HEIGHT_PX,
     MIN_HEIGHT_PX,
     OWNED_COLOR,
+    check_lengths,
+    hover_line,
 )
 
 GUARANTEED_FILL_COLOR = "#e5e7eb"
@@ -34,7 +36,6 @@ DEMAND_BOX_FILL_COLOR = "rgba(31, 119, 180, 0.25)"
 PERCENTILE_COLOR = "#ff7f0e"
 PROPOSED_COLOR = "#d62728"
 SHARED_POOL_COLOR = "#9ca3af"
-GRID_COLOR = "#e5e7eb"
 
 # A bar within a department's row; with two bars this gives the usage department charts' row.
 BAR_PX = 22
@@ -43,8 +44,6 @@ ROW_GAP_PX = 12
 # nor below a bar thick enough to hover.
 READABLE_ROW_PX = 28
 MIN_BAR_PX = 8
-# The fault charts move a horizontal legend aside past this many entries.
-HORIZONTAL_LEGEND_MAX_ENTRIES = 8
 # A title line of at most this many units (a CJK character counts two) fits a phone's 390 px
 # (the title's font is about 18 px).
 TITLE_LINE_UNITS = 30
@@ -103,7 +102,7 @@ def quota_use_figure(
     shared pool. ``used`` and ``borrowed`` are means over the same hours; ``borrowed`` is a part
     of ``used``. First department on top; the chart grows with the departments.
     """
-    _check_lengths("departments", departments, {"guaranteed": guaranteed, "used": used, "borrowed": borrowed})
+    check_lengths("departments", departments, {"guaranteed": guaranteed, "used": used, "borrowed": borrowed})
     # Means rounded apart can put borrowed a hair above used; a negative bar would draw leftwards.
     within = [max(0.0, total - extra) for total, extra in zip(used, borrowed, strict=True)]
     value = "%{customdata:,.1~f} " + axis_label
@@ -117,7 +116,7 @@ def quota_use_figure(
                 orientation="h",
                 offsetgroup="guaranteed",
                 marker={"color": GUARANTEED_FILL_COLOR, "line": {"color": OWNED_COLOR, "width": 1.5}},
-                hovertemplate=_hover_line(guaranteed_label, value),
+                hovertemplate=hover_line(guaranteed_label, value),
             ),
             go.Bar(
                 name=used_label,
@@ -127,7 +126,7 @@ def quota_use_figure(
                 orientation="h",
                 offsetgroup="used",
                 marker={"color": BUSY_COLOR},
-                hovertemplate=_hover_line(used_label, value),
+                hovertemplate=hover_line(used_label, value),
             ),
             # Same offset group and an explicit base: drawn at the end of the part within the
             # guarantee, which grouped bars cannot otherwise stack.
@@ -140,7 +139,7 @@ def quota_use_figure(
                 orientation="h",
                 offsetgroup="used",
                 marker={"color": BORROWED_COLOR},
-                hovertemplate=_hover_line(borrowed_label, value),
+                hovertemplate=hover_line(borrowed_label, value),
             ),
         ]
     )
@@ -267,7 +266,7 @@ def backtest_waits_figure(
     A None wait (no job waited) draws no bar. First department on top; each row is tall enough
     for one bar per policy.
     """
-    _check_lengths("departments", departments, waits_hours)
+    check_lengths("departments", departments, waits_hours)
     figure = go.Figure(
         [
             go.Bar(
@@ -275,7 +274,7 @@ def backtest_waits_figure(
                 y=list(departments),
                 x=list(values),
                 orientation="h",
-                hovertemplate=_hover_line(policy, "%{x:,.1f}"),
+                hovertemplate=hover_line(policy, "%{x:,.1f}"),
             )
             for policy, values in waits_hours.items()
         ]
@@ -306,7 +305,7 @@ def backtest_allocation_figure(
 
     ``allocated`` maps a policy's label to one value per hour; policies keep their order.
     """
-    _check_lengths("times", times, allocated)
+    check_lengths("times", times, allocated)
     hover = "%{y:,.1~f} " + axis_label
     policies = [
         go.Scatter(
@@ -315,7 +314,7 @@ def backtest_allocation_figure(
             y=list(values),
             mode="lines",
             line={"shape": "hv", "width": 2.5},
-            hovertemplate=_hover_line(policy, hover),
+            hovertemplate=hover_line(policy, hover),
         )
         for policy, values in allocated.items()
     ]
@@ -325,7 +324,7 @@ def backtest_allocation_figure(
         y=[capacity_gpus] * len(times),
         mode="lines",
         line={"shape": "hv", "width": 2, "dash": "dash", "color": OWNED_COLOR},
-        hovertemplate=_hover_line(capacity_label, hover),
+        hovertemplate=hover_line(capacity_label, hover),
     )
     figure = go.Figure([*policies, capacity])
     figure.update_layout(hovermode="x unified", showlegend=True)
@@ -351,8 +350,8 @@ def quota_history_figure(
     whoever looks), else at its position here. The shared pool is grey and hatched, apart from
     every department colour.
     """
-    _check_lengths("cycles", cycles, guaranteed)
-    _check_lengths("cycles", cycles, {"shared_pool": shared_pool})
+    check_lengths("cycles", cycles, guaranteed)
+    check_lengths("cycles", cycles, {"shared_pool": shared_pool})
     value = "%{y:,.1~f} " + axis_label
     positions = color_positions or {name: index for index, name in enumerate(guaranteed)}
     palette = department_colors(max([*positions.values(), len(guaranteed) - 1], default=-1) + 1)
@@ -363,7 +362,7 @@ def quota_history_figure(
             x=list(cycles),
             y=list(values),
             marker={"color": color},
-            hovertemplate=_hover_line(department, value, prefix="%{x}<br>"),
+            hovertemplate=hover_line(department, value, prefix="%{x}<br>"),
         )
         for (department, values), color in zip(guaranteed.items(), colors, strict=True)
     ]
@@ -372,7 +371,7 @@ def quota_history_figure(
         x=list(cycles),
         y=list(shared_pool),
         marker={"color": SHARED_POOL_COLOR, "pattern": {"shape": "/", "fgcolor": "white"}},
-        hovertemplate=_hover_line(shared_pool_label, value, prefix="%{x}<br>"),
+        hovertemplate=hover_line(shared_pool_label, value, prefix="%{x}<br>"),
     )
     figure = go.Figure([*departments, pool])
     figure.update_layout(barmode="stack", bargap=0.3, showlegend=True)
@@ -413,7 +412,7 @@ def _row_markers(
             mode="markers",
             marker=marker,
             cliponaxis=False,
-            hovertemplate=_hover_line(name, "%{customdata:,.1~f} " + axis_label, prefix="%{y}<br>"),
+            hovertemplate=hover_line(name, "%{customdata:,.1~f} " + axis_label, prefix="%{y}<br>"),
         )
     return go.Scatter(
         name=name,
@@ -422,7 +421,7 @@ def _row_markers(
         mode="markers",
         marker=marker,
         cliponaxis=False,
-        hovertemplate=_hover_line(name, "%{x:,.1~f} " + axis_label, prefix="%{y}<br>"),
+        hovertemplate=hover_line(name, "%{x:,.1~f} " + axis_label, prefix="%{y}<br>"),
     )
 
 
@@ -526,17 +525,3 @@ def _title_tokens(title: str) -> list[str]:
 
 def _units(text: str) -> int:
     return sum(2 if ord(char) >= 0x2E80 else 1 for char in text)
-
-
-def _check_lengths(
-    reference_name: str, reference: Sequence[object], sequences: Mapping[str, Sequence[object]]
-) -> None:
-    """Raise ValueError when a sequence does not have one value per item of ``reference``."""
-    for name, values in sequences.items():
-        if len(values) != len(reference):
-            raise ValueError(f"{name!r} has {len(values)} values, but {reference_name} has {len(reference)}")
-
-
-def _hover_line(name: str, value_template: str, *, prefix: str = "") -> str:
-    # Unified hover shows only the template's text, so the series name goes in it explicitly.
-    return f"{prefix}{name}: {value_template}<extra></extra>"

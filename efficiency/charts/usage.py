@@ -11,9 +11,20 @@ from datetime import datetime
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from efficiency.charts.theme import apply_theme
-
-PERCENT_RANGE = [0, 100]
+from efficiency.charts.theme import GRID_COLOR, apply_theme
+from efficiency.charts.toolkit import (
+    ALLOCATED_COLOR,
+    BUSY_COLOR,
+    DEPARTMENT_CHROME_PX,
+    DEPARTMENT_ROW_PX,
+    MIN_HEIGHT_PX,
+    OWNED_COLOR,
+    PERCENT_RANGE,
+    check_lengths,
+    clamp_height,
+    hover_line,
+    percent_text,
+)
 
 # Node classes in the order the committee reads them: waste first, then risk, then opportunity.
 NODE_CLASS_ORDER = ("idle", "hot", "fluctuating", "steady")
@@ -25,20 +36,12 @@ NODE_CLASS_COLORS = {
 }
 OTHER_NODE_CLASS_COLOR = "#9467bd"
 
-OWNED_COLOR = "#374151"
-ALLOCATED_COLOR = "#9ecae1"
-BUSY_COLOR = "#1f77b4"
-
 HEATMAP_COLORSCALE = "Viridis"
 # Missing cells are left empty, so this background shows through them; Viridis has no grey.
 HEATMAP_MISSING_COLOR = "#d1d5db"
 HEATMAP_ROW_PX = 28
 HEATMAP_CHROME_PX = 140
-MIN_HEIGHT_PX = 320
-MAX_HEIGHT_PX = 1400
 
-DEPARTMENT_ROW_PX = 56
-DEPARTMENT_CHROME_PX = 140
 JOB_ROW_PX = 200
 JOB_CHROME_PX = 120
 
@@ -57,7 +60,7 @@ def water_level_figure(
 
     Both series are drawn as steps, because each value holds for its whole bucket.
     """
-    _check_lengths("times", times, {"allocated_gpus": allocated_gpus, "total_gpus": total_gpus})
+    check_lengths("times", times, {"allocated_gpus": allocated_gpus, "total_gpus": total_gpus})
     hover = "%{y:,.1~f} " + axis_label
     figure = go.Figure(
         [
@@ -69,7 +72,7 @@ def water_level_figure(
                 line={"shape": "hv", "width": 0, "color": BUSY_COLOR},
                 fill="tozeroy",
                 connectgaps=False,
-                hovertemplate=_hover_line(allocated_label, hover),
+                hovertemplate=hover_line(allocated_label, hover),
             ),
             go.Scatter(
                 name=total_label,
@@ -78,7 +81,7 @@ def water_level_figure(
                 mode="lines",
                 line={"shape": "hv", "width": 3, "color": OWNED_COLOR},
                 connectgaps=False,
-                hovertemplate=_hover_line(total_label, hover),
+                hovertemplate=hover_line(total_label, hover),
             ),
         ]
     )
@@ -95,7 +98,7 @@ def utilization_trend_figure(
     axis_label: str,
 ) -> go.Figure:
     """One line per named series of percentages (0-100); a None value leaves a gap in its line."""
-    _check_lengths("times", times, series)
+    check_lengths("times", times, series)
     figure = go.Figure(
         [
             go.Scatter(
@@ -107,7 +110,7 @@ def utilization_trend_figure(
                 connectgaps=False,
                 # A line at exactly 100% sits on the plot edge: let it draw in full.
                 cliponaxis=False,
-                hovertemplate=_hover_line(name, "%{y:.1f}%"),
+                hovertemplate=hover_line(name, "%{y:.1f}%"),
             )
             for name, values in series.items()
         ]
@@ -130,7 +133,7 @@ def gpu_hours_figure(
     axis_label: str,
 ) -> go.Figure:
     """GPU-hours per bucket: owned as a line, allocated and busy as overlaid bars, busy in front."""
-    _check_lengths("times", times, {"owned": owned, "allocated": allocated, "busy": busy})
+    check_lengths("times", times, {"owned": owned, "allocated": allocated, "busy": busy})
     hover = "%{y:,.1~f} " + axis_label
     figure = go.Figure(
         [
@@ -140,7 +143,7 @@ def gpu_hours_figure(
                 y=list(owned),
                 mode="lines",
                 line={"shape": "hvh", "width": 3, "color": OWNED_COLOR},
-                hovertemplate=_hover_line(owned_label, hover),
+                hovertemplate=hover_line(owned_label, hover),
             ),
             # Overlaid bars are drawn in trace order, so busy (a part of allocated) comes last.
             go.Bar(
@@ -148,14 +151,14 @@ def gpu_hours_figure(
                 x=list(times),
                 y=list(allocated),
                 marker={"color": ALLOCATED_COLOR},
-                hovertemplate=_hover_line(allocated_label, hover),
+                hovertemplate=hover_line(allocated_label, hover),
             ),
             go.Bar(
                 name=busy_label,
                 x=list(times),
                 y=list(busy),
                 marker={"color": BUSY_COLOR},
-                hovertemplate=_hover_line(busy_label, hover),
+                hovertemplate=hover_line(busy_label, hover),
             ),
         ]
     )
@@ -178,7 +181,7 @@ def department_utilization_figure(
 
     A None value draws no bar and no label.
     """
-    _check_lengths("names", names, {"utilization_pct": utilization_pct, "allocation_pct": allocation_pct})
+    check_lengths("names", names, {"utilization_pct": utilization_pct, "allocation_pct": allocation_pct})
     figure = go.Figure(
         [
             go.Bar(
@@ -186,10 +189,10 @@ def department_utilization_figure(
                 y=list(names),
                 x=list(values),
                 orientation="h",
-                text=[_percent_text(value) for value in values],
+                text=[percent_text(value) for value in values],
                 textposition="auto",
                 cliponaxis=False,
-                hovertemplate="%{y}<br>" + _hover_line(label, "%{x:.1f}%"),
+                hovertemplate="%{y}<br>" + hover_line(label, "%{x:.1f}%"),
             )
             for label, values in ((utilization_label, utilization_pct), (allocation_label, allocation_pct))
         ]
@@ -198,10 +201,10 @@ def department_utilization_figure(
     figure.update_xaxes(title_text=axis_label, range=PERCENT_RANGE, ticksuffix="%")
     # Categories run bottom-up by default; reverse so the list reads top-down in the given order.
     figure.update_yaxes(autorange="reversed")
-    height_px = _clamp_height(DEPARTMENT_CHROME_PX + DEPARTMENT_ROW_PX * len(names))
+    height_px = clamp_height(DEPARTMENT_CHROME_PX + DEPARTMENT_ROW_PX * len(names))
     figure = apply_theme(figure, title=title, height_px=height_px)
     # The theme assumes vertical values; here x carries them, so the grid moves to x.
-    figure.update_xaxes(gridcolor="#e5e7eb", showgrid=True)
+    figure.update_xaxes(gridcolor=GRID_COLOR, showgrid=True)
     figure.update_yaxes(showgrid=False)
     return figure
 
@@ -290,7 +293,7 @@ def heatmap_figure(
     )
     figure.update_layout(showlegend=True)
     figure.update_yaxes(autorange="reversed", type="category")
-    height_px = _clamp_height(HEATMAP_CHROME_PX + HEATMAP_ROW_PX * len(row_labels))
+    height_px = clamp_height(HEATMAP_CHROME_PX + HEATMAP_ROW_PX * len(row_labels))
     figure = apply_theme(figure, title=title, height_px=height_px)
     figure.update_layout(plot_bgcolor=HEATMAP_MISSING_COLOR)
     figure.update_yaxes(showgrid=False)
@@ -311,7 +314,7 @@ def job_timeseries_figure(
     (``axis_title``, translated by the caller: "{name}（{unit}）" in Chinese) and in the hover;
     a series with unit "%" gets a 0-100 axis. A series without a unit shows bare values.
     """
-    _check_lengths("times", times, series)
+    check_lengths("times", times, series)
     if not series:
         return apply_theme(go.Figure(), title=title, height_px=MIN_HEIGHT_PX)
     figure = make_subplots(
@@ -332,7 +335,7 @@ def job_timeseries_figure(
                 mode="lines",
                 line={"width": 2},
                 connectgaps=False,
-                hovertemplate=_hover_line(name, value_text),
+                hovertemplate=hover_line(name, value_text),
             ),
             row=row,
             col=1,
@@ -343,26 +346,8 @@ def job_timeseries_figure(
         if is_percent:
             figure.update_yaxes(range=PERCENT_RANGE, ticksuffix="%", row=row, col=1)
     figure.update_layout(showlegend=False, hovermode="x unified")
-    height_px = _clamp_height(JOB_CHROME_PX + JOB_ROW_PX * len(series))
+    height_px = clamp_height(JOB_CHROME_PX + JOB_ROW_PX * len(series))
     return apply_theme(figure, title=title, height_px=height_px)
-
-
-def _check_lengths(
-    reference_name: str, reference: Sequence[object], sequences: Mapping[str, Sequence[object]]
-) -> None:
-    """Raise ValueError when a sequence does not have one value per item of ``reference``."""
-    for name, values in sequences.items():
-        if len(values) != len(reference):
-            raise ValueError(f"{name!r} has {len(values)} values, but {reference_name} has {len(reference)}")
-
-
-def _hover_line(name: str, value_template: str) -> str:
-    # Unified hover shows only the template's text, so the series name goes in it explicitly.
-    return f"{name}: {value_template}<extra></extra>"
-
-
-def _percent_text(value: float | None) -> str:
-    return "" if value is None else f"{value:.0f}%"
 
 
 def _share_text(count: int, total: int) -> str:
@@ -373,7 +358,3 @@ def _share_text(count: int, total: int) -> str:
     if 0 < share_pct < 1:
         return "<1%"
     return f"{share_pct:.0f}%"
-
-
-def _clamp_height(height_px: int) -> int:
-    return max(MIN_HEIGHT_PX, min(MAX_HEIGHT_PX, height_px))

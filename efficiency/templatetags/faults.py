@@ -2,7 +2,7 @@
 
 from django import template
 
-from efficiency.fault_messages import duration_text
+from efficiency.charts.toolkit import duration_text
 from efficiency.scoping import user_role
 from efficiency.selectors.faults import node_fault_state
 from efficiency.views.faults import OPERATORS

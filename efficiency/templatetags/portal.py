@@ -3,11 +3,12 @@ from datetime import UTC, date, datetime
 
 from django import template
 from django.utils import dateformat
-from django.utils.html import format_html, json_script
+from django.utils.html import format_html, format_html_join, json_script
 from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
 from plotly.utils import PlotlyJSONEncoder
 
+from efficiency.charts.toolkit import clock_duration
 from efficiency.choices import NodeClass
 from efficiency.markdown_text import markdown_code, markdown_text
 from efficiency.times import display_time
@@ -72,6 +73,39 @@ def export_url(context, export: str = "csv") -> str:
     return "?" + query.urlencode()
 
 
+# Parameters of the range picker itself, and those that make no sense on another range.
+RANGE_PARAMETERS = ("range", "start", "end", "page", "export")
+
+
+def _other_parameters(request):
+    query = request.GET.copy()
+    for name in RANGE_PARAMETERS:
+        query.pop(name, None)
+    return query
+
+
+@register.simple_tag(takes_context=True)
+def range_url(context, key: str) -> str:
+    """The link of a range preset: ``?range=<key>`` plus every other parameter of this page.
+
+    A department, a GPU model or a filter the reader chose stays when they switch to "7 days";
+    the custom range's days and the page number go.
+    """
+    query = _other_parameters(context["request"])
+    query["range"] = key
+    return "?" + query.urlencode()
+
+
+@register.simple_tag(takes_context=True)
+def other_parameters_as_hidden_inputs(context) -> str:
+    """Hidden inputs for this page's parameters other than the range's: the custom range form
+    keeps them, as the presets do."""
+    query = _other_parameters(context["request"])
+    return format_html_join(
+        "", '<input type="hidden" name="{}" value="{}">', ((n, v) for n in query for v in query.getlist(n))
+    )
+
+
 @register.filter
 def pretty_json(value: object) -> str:
     """Indented JSON for config snapshots (autoescaped by the template like any string)."""
@@ -80,16 +114,8 @@ def pretty_json(value: object) -> str:
 
 @register.filter
 def duration(seconds: float | None) -> str:
-    """Seconds as ``1d 02:03:04`` / ``02:03:04``; blank when unknown."""
-    if seconds is None:
-        return "—"
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    # Translators: a duration of whole days and a clock time, e.g. "9d 01:02:03".
-    return _("%(days)sd %(clock)s") % {"days": days, "clock": clock} if days else clock
+    """Seconds as a clock, ``02:03:04`` / ``1d 02:03:04``; "—" when unknown (job waits, run times)."""
+    return clock_duration(seconds)
 
 
 @register.filter

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
 from efficiency.charts import faults as charts
 from efficiency.charts import usage as usage_charts
+from efficiency.charts.toolkit import duration_text
 from efficiency.choices import FaultCategory, Role, Severity
-from efficiency.fault_messages import duration_text
 from efficiency.scoping import user_role
 from efficiency.selectors import faults as selectors
 from efficiency.selectors.inventory import node_get

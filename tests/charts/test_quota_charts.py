@@ -15,7 +15,7 @@ from efficiency.charts.quotas import (
     quota_history_figure,
     quota_use_figure,
 )
-from efficiency.charts.usage import DEPARTMENT_CHROME_PX, MAX_HEIGHT_PX, MIN_HEIGHT_PX
+from efficiency.charts.toolkit import DEPARTMENT_CHROME_PX, MAX_HEIGHT_PX, MIN_HEIGHT_PX
 
 START = datetime(2024, 3, 4, 0, 0, tzinfo=UTC)
 TIMES = [START + timedelta(hours=hour) for hour in range(3)]

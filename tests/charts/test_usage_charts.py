@@ -6,10 +6,9 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
+from efficiency.charts.toolkit import MAX_HEIGHT_PX, MIN_HEIGHT_PX
 from efficiency.charts.usage import (
     HEATMAP_MISSING_COLOR,
-    MAX_HEIGHT_PX,
-    MIN_HEIGHT_PX,
     NODE_CLASS_COLORS,
     department_utilization_figure,
     gpu_hours_figure,

@@ -2,7 +2,7 @@
 // - Titles: plotly.js does not wrap them, so a title wider than its chart is broken onto more
 //   lines here, where the width is known, and again when the window is resized.
 // - Language: on a Chinese page (<html lang="zh-hans">) Plotly speaks zh-CN (the locale file
-//   static/vendor/plotly-locales/plotly-locale-zh-cn.js, loaded by base.html), with dates
+//   static/vendor/plotly-locales/plotly-locale-zh-cn.js, loaded by base_charts.html), with dates
 //   written the Chinese way ("11月26日", "2026年11月26日 14:00").
 (function () {
   "use strict";
