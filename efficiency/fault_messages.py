@@ -15,6 +15,8 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from efficiency.charts.toolkit import duration_text  # noqa: F401  (re-exported: the one duration text)
+
 MESSAGES = {
     # Actuators (efficiency.actuators): what ran, or would have run, and how it went.
     "command_would_run": _("Would run: %(command)s"),
@@ -135,21 +137,3 @@ def render_english(stored: Mapping) -> str:
     """The message in English: what is kept in the text columns for logs and older clients."""
     with translation.override("en"):
         return render(stored)
-
-
-def duration_text(seconds: float | None) -> str:
-    """A duration as people say it, in the active language: "45 s", "2.5 min", "30 min", "1.5 h"."""
-    if seconds is None:
-        return "—"
-    whole = round(seconds)
-    if whole < 60:
-        return _("%(n)s s") % {"n": whole}
-    if whole < 3600:
-        return _("%(n)s min") % {"n": _short_number(whole / 60)}
-    return _("%(n)s h") % {"n": _short_number(whole / 3600)}
-
-
-def _short_number(value: float) -> str:
-    # One decimal where it matters (2.5 min), none where it is noise (42 min).
-    text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
-    return text.removesuffix(".0")
