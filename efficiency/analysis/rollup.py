@@ -1,4 +1,5 @@
-"""Hourly rollup of one node: capacity, allocation, coverage and activity in GPU-seconds.
+"""Hourly rollup of one node: capacity, allocation, coverage and activity in GPU-seconds; and
+node-hours summed into portal days.
 
 Definitions (DESIGN.md): allocation rate = allocated / available GPU-hours; utilization =
 busy / available GPU-hours, busy from the activity metric. Everything here is in GPU-seconds so
@@ -7,10 +8,12 @@ exactly.
 """
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from typing import NamedTuple
+
+from efficiency.days import day_of
 
 HOUR = timedelta(hours=1)
 
@@ -191,3 +194,57 @@ def rollup_node_hour(
         temp_c_max=totals.temp_c_max,
     )
     return NodeHourRollup(node_row, department_rows, job_rows)
+
+
+class HourTotals(NamedTuple):
+    """The part of a node-hour rollup that a node-day sums (one stored NodeHour row)."""
+
+    node_id: int
+    hour: datetime
+    owner_department_id: int | None
+    available_gpu_s: float
+    allocated_gpu_s: float
+    sampled_gpu_s: float
+    busy_gpu_s: float
+
+
+@dataclass(slots=True)
+class NodeDayRow:
+    node_id: int
+    day: date
+    owner_department_id: int | None
+    available_gpu_s: float
+    allocated_gpu_s: float
+    sampled_gpu_s: float
+    busy_gpu_s: float
+
+
+def rollup_node_days(
+    hours: Iterable[HourTotals], *, zone: tzinfo, days: Collection[date] | None = None
+) -> list[NodeDayRow]:
+    """Sum node-hours into node-days, the portal days of ``zone`` (efficiency.days).
+
+    A day has as many hours as the clock gives it (23 or 25 on a daylight-saving change). A node
+    whose owner changed within a day is counted under the owner of its last hour that day.
+    ``days``: keep only these days (the caller rewrites just those); rows come out sorted by
+    node and day.
+    """
+    merged: dict[tuple[int, date], NodeDayRow] = {}
+    last_hour: dict[tuple[int, date], datetime] = {}
+    for row in hours:
+        day = day_of(row.hour, zone)
+        if days is not None and day not in days:
+            continue
+        key = (row.node_id, day)
+        total = merged.get(key)
+        if total is None:
+            merged[key] = NodeDayRow(row.node_id, day, row.owner_department_id, 0.0, 0.0, 0.0, 0.0)
+            total = merged[key]
+        if row.hour >= last_hour.get(key, row.hour):
+            total.owner_department_id = row.owner_department_id
+            last_hour[key] = row.hour
+        total.available_gpu_s += row.available_gpu_s
+        total.allocated_gpu_s += row.allocated_gpu_s
+        total.sampled_gpu_s += row.sampled_gpu_s
+        total.busy_gpu_s += row.busy_gpu_s
+    return [merged[key] for key in sorted(merged)]

@@ -1,10 +1,19 @@
-"""Hand-checked node-hour rollups."""
+"""Hand-checked node-hour rollups, and node-hours summed into portal days."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from efficiency.analysis.rollup import Allocation, NodeWindow, SampleTotals, overlap_s, rollup_node_hour
+from efficiency.analysis.rollup import (
+    Allocation,
+    HourTotals,
+    NodeWindow,
+    SampleTotals,
+    overlap_s,
+    rollup_node_days,
+    rollup_node_hour,
+)
 
 H = datetime(2026, 11, 2, 8, tzinfo=UTC)
 LATER = H + timedelta(days=1)
@@ -143,3 +152,59 @@ def test_each_job_gets_its_share_of_busy_time():
         (1, 14_400, 3_600),
         (2, 14_400, 3_600),
     ]
+
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def hour_totals(node_id, hour, owner=10, gpus=8):
+    return HourTotals(node_id, hour, owner, gpus * 3600.0, gpus * 1800.0, gpus * 3600.0, gpus * 900.0)
+
+
+def every_hour(start, end):
+    hour = start
+    while hour < end:
+        yield hour
+        hour += timedelta(hours=1)
+
+
+def test_node_days_sum_23_hours_on_the_spring_forward_day_and_25_on_the_fall_back_day():
+    # Every UTC hour from 2026-03-28 to 2026-10-27 on one node: 8 GPUs each hour.
+    hours = [
+        hour_totals(1, hour)
+        for hour in every_hour(datetime(2026, 3, 27, 23, tzinfo=UTC), datetime(2026, 10, 26, 23, tzinfo=UTC))
+    ]
+    days = {row.day: row for row in rollup_node_days(hours, zone=BERLIN)}
+    assert days[date(2026, 3, 28)].available_gpu_s == 24 * 8 * 3600
+    assert days[date(2026, 3, 29)].available_gpu_s == 23 * 8 * 3600
+    assert days[date(2026, 10, 25)].available_gpu_s == 25 * 8 * 3600
+    assert days[date(2026, 10, 25)].busy_gpu_s == 25 * 8 * 900
+    assert sum(row.available_gpu_s for row in days.values()) == len(hours) * 8 * 3600
+
+
+def test_node_days_cut_at_the_zones_midnight_not_at_utc_midnight():
+    # 20:00 UTC on 29 November is 04:00 on the 30th in Shanghai.
+    hours = [
+        hour_totals(1, datetime(2026, 11, 29, 20, tzinfo=UTC)),
+        hour_totals(1, datetime(2026, 11, 29, 15, tzinfo=UTC)),
+    ]
+    rows = rollup_node_days(hours, zone=ZoneInfo("Asia/Shanghai"))
+    assert [(row.day, row.available_gpu_s) for row in rows] == [
+        (date(2026, 11, 29), 28_800),
+        (date(2026, 11, 30), 28_800),
+    ]
+    assert [row.day for row in rollup_node_days(hours, zone=UTC)] == [date(2026, 11, 29)]
+
+
+def test_a_day_whose_owner_changed_goes_to_the_owner_of_its_last_hour():
+    late, early = datetime(2026, 11, 2, 20, tzinfo=UTC), datetime(2026, 11, 2, 3, tzinfo=UTC)
+    (row,) = rollup_node_days([hour_totals(1, late, owner=11), hour_totals(1, early, owner=10)], zone=UTC)
+    assert (row.owner_department_id, row.available_gpu_s) == (11, 2 * 28_800)
+
+
+def test_node_days_keep_only_the_days_asked_for_and_sort_by_node_and_day():
+    hours = [hour_totals(node, H + timedelta(days=offset)) for node in (2, 1) for offset in (2, 0, 1)]
+    rows = rollup_node_days(hours, zone=UTC, days={H.date(), (H + timedelta(days=2)).date()})
+    assert [(row.node_id, row.day) for row in rows] == [
+        (1, H.date()), (1, (H + timedelta(days=2)).date()), (2, H.date()), (2, (H + timedelta(days=2)).date())
+    ]  # fmt: skip

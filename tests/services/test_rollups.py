@@ -1,14 +1,14 @@
 """Rollups computed from stored samples and jobs, on a real database."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from efficiency.choices import JobSource, JobState, MappingKind
 from efficiency.collectors.records import GpuReading, JobRecord
-from efficiency.models import DepartmentHour, GpuSample, JobHour, NodeHour, RollupDirtyHour
+from efficiency.models import DepartmentHour, GpuSample, JobHour, NodeDay, NodeHour, RollupDirtyHour
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
-from efficiency.services.rollups import retention_prune, rollups_refresh
+from efficiency.services.rollups import node_days_rezone, retention_prune, rollups_refresh
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
 
 T0 = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
@@ -115,3 +115,56 @@ def test_job_hours_sum_a_jobs_share_over_its_nodes(setup):
     # 16 GPUs held all hour; gpu-001 was 50% busy, gpu-002 sent no samples (busy unknown = 0).
     assert (row.allocated_gpu_s, row.busy_gpu_s) == (57_600, 14_400)
     assert other.pk
+
+
+# 15:00 and 16:00 UTC on 29 November: one UTC day, but 23:00 on the 29th and 00:00 on the 30th in
+# Shanghai.
+EVENING = datetime(2026, 11, 29, 15, 0, tzinfo=UTC)
+
+
+def node_days():
+    return sorted(NodeDay.objects.values_list("day", "day_zone", "sampled_gpu_s"))
+
+
+def test_node_days_are_cut_at_midnight_of_the_portal_zone_and_say_which(setup, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    cluster, *_ = setup
+    gpu_readings_ingest(
+        cluster=cluster, readings=readings(EVENING, gr=50.0, minutes=120), interval_s=60, now=NOW
+    )
+    rollups_refresh(now=NOW)
+    assert node_days() == [
+        (date(2026, 11, 29), "Asia/Shanghai", 28_800),
+        (date(2026, 11, 30), "Asia/Shanghai", 28_800),
+    ]
+
+
+def test_node_days_of_another_zone_are_recomputed_on_the_next_run_without_new_data(setup, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    cluster, *_ = setup
+    gpu_readings_ingest(
+        cluster=cluster, readings=readings(EVENING, gr=50.0, minutes=120), interval_s=60, now=NOW
+    )
+    rollups_refresh(now=NOW)
+    settings.TIME_ZONE = "UTC"
+    assert rollups_refresh(now=NOW) == 0  # no hour was dirty
+    assert node_days() == [(date(2026, 11, 29), "UTC", 57_600)]
+
+
+def test_node_days_of_unknown_zone_from_before_portal_days_are_recomputed(setup, settings):
+    settings.TIME_ZONE = "Europe/Berlin"
+    cluster, *_ = setup
+    gpu_readings_ingest(
+        cluster=cluster, readings=readings(EVENING, gr=50.0, minutes=120), interval_s=60, now=NOW
+    )
+    rollups_refresh(now=NOW)
+    NodeDay.objects.update(day_zone="")  # as the migration leaves rows of before
+    other = NodeFactory(cluster=cluster, hostname="gpu-009", gpu_count=8)
+    NodeDay.objects.create(
+        node=other, day=date(2026, 11, 1), cluster=cluster, day_zone="",
+        available_gpu_s=1.0, allocated_gpu_s=0.0, sampled_gpu_s=1.0, busy_gpu_s=0.0,
+    )  # fmt: skip
+    assert node_days_rezone() == 2
+    # gpu-009 has no hours behind its row: nothing to recompute it from, so it goes.
+    assert node_days() == [(date(2026, 11, 29), "Europe/Berlin", 57_600)]
+    assert node_days_rezone() == 0
