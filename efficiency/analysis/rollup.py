@@ -8,12 +8,10 @@ exactly.
 """
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import date, datetime, timedelta
 from typing import NamedTuple
-
-from efficiency.days import day_of
 
 HOUR = timedelta(hours=1)
 
@@ -196,12 +194,14 @@ def rollup_node_hour(
     return NodeHourRollup(node_row, department_rows, job_rows)
 
 
-class HourTotals(NamedTuple):
-    """The part of a node-hour rollup that a node-day sums (one stored NodeHour row)."""
+class DayPart(NamedTuple):
+    """Node-hours of one node, portal day and owner, summed (by the database); ``last_hour`` is
+    the latest of them, which decides the day's owner."""
 
     node_id: int
-    hour: datetime
+    day: date
     owner_department_id: int | None
+    last_hour: datetime
     available_gpu_s: float
     allocated_gpu_s: float
     sampled_gpu_s: float
@@ -219,32 +219,25 @@ class NodeDayRow:
     busy_gpu_s: float
 
 
-def rollup_node_days(
-    hours: Iterable[HourTotals], *, zone: tzinfo, days: Collection[date] | None = None
-) -> list[NodeDayRow]:
-    """Sum node-hours into node-days, the portal days of ``zone`` (efficiency.days).
+def rollup_node_days(parts: Iterable[DayPart]) -> list[NodeDayRow]:
+    """One row per node and portal day from its parts (one per owner the node had that day).
 
-    A day has as many hours as the clock gives it (23 or 25 on a daylight-saving change). A node
-    whose owner changed within a day is counted under the owner of its last hour that day.
-    ``days``: keep only these days (the caller rewrites just those); rows come out sorted by
-    node and day.
+    A day has as many hours as the clock gives it (23 or 25 on a daylight-saving change: the
+    parts carry whatever hours their day had). A node whose owner changed within a day is
+    counted under the owner of its last hour that day. Rows come out sorted by node and day.
     """
     merged: dict[tuple[int, date], NodeDayRow] = {}
     last_hour: dict[tuple[int, date], datetime] = {}
-    for row in hours:
-        day = day_of(row.hour, zone)
-        if days is not None and day not in days:
-            continue
-        key = (row.node_id, day)
+    for part in parts:
+        key = (part.node_id, part.day)
         total = merged.get(key)
         if total is None:
-            merged[key] = NodeDayRow(row.node_id, day, row.owner_department_id, 0.0, 0.0, 0.0, 0.0)
-            total = merged[key]
-        if row.hour >= last_hour.get(key, row.hour):
-            total.owner_department_id = row.owner_department_id
-            last_hour[key] = row.hour
-        total.available_gpu_s += row.available_gpu_s
-        total.allocated_gpu_s += row.allocated_gpu_s
-        total.sampled_gpu_s += row.sampled_gpu_s
-        total.busy_gpu_s += row.busy_gpu_s
+            total = merged[key] = NodeDayRow(part.node_id, part.day, None, 0.0, 0.0, 0.0, 0.0)
+        if key not in last_hour or part.last_hour > last_hour[key]:
+            total.owner_department_id = part.owner_department_id
+            last_hour[key] = part.last_hour
+        total.available_gpu_s += part.available_gpu_s
+        total.allocated_gpu_s += part.allocated_gpu_s
+        total.sampled_gpu_s += part.sampled_gpu_s
+        total.busy_gpu_s += part.busy_gpu_s
     return [merged[key] for key in sorted(merged)]

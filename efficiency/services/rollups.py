@@ -1,27 +1,43 @@
 """Hourly rollups from raw samples and jobs; pages read these, never raw samples."""
 
+import itertools
 import logging
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Avg, Case, Count, F, FloatField, Max, Q, Sum, When
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    DateField,
+    F,
+    FloatField,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Cast, Coalesce, TruncHour
 from django.utils import timezone
 
 from efficiency.analysis.rollup import (
     HOUR,
     Allocation,
-    HourTotals,
+    DayPart,
     NodeDayRow,
     NodeWindow,
     SampleTotals,
     rollup_node_days,
     rollup_node_hour,
 )
-from efficiency.days import day_bounds, day_of
+from efficiency.days import day_bounds, day_of, days_covering
 from efficiency.models import (
     Cluster,
     DepartmentHour,
@@ -183,19 +199,45 @@ def _scope_rows(
 def _node_days_refresh(cluster: Cluster, node_ids: list[int], hours: list[datetime], zone: ZoneInfo) -> None:
     """Re-sum the NodeDay rows of the portal days (in ``zone``) these hours fall in."""
     days = {day_of(hour, zone) for hour in hours}
-    in_days = Q()
-    for day in days:
-        start, end = day_bounds(day, zone)
-        in_days |= Q(hour__gte=start, hour__lt=end)
-    rows = NodeHour.objects.filter(in_days, node_id__in=node_ids).values_list(*_HOUR_TOTALS)
-    node_days = rollup_node_days(map(HourTotals._make, rows), zone=zone, days=days)
+    node_days = rollup_node_days(_day_parts(NodeHour.objects.filter(node_id__in=node_ids), days, zone))
     NodeDay.objects.filter(node_id__in=node_ids, day__in=days).delete()
     NodeDay.objects.bulk_create(_node_day_rows(cluster.pk, node_days, zone), batch_size=2000)
 
 
-_HOUR_TOTALS = HourTotals._fields
-# Recomputing a node's days reads all its hours (a year is 8,760 rows): a few nodes at a time.
-REZONE_NODES_PER_BATCH = 20
+def _day_parts(node_hours: QuerySet[NodeHour], days: Iterable[date], zone: ZoneInfo) -> Iterator[DayPart]:
+    """NodeHour rows of these portal days summed per node, day and owner, by the database.
+
+    An hour counts for the day its start falls in (efficiency.days bounds, not the database's
+    own zone rules); in a zone offset by half an hour, the UTC hour holding midnight counts for
+    the day before.
+    """
+    in_days, buckets = Q(), []
+    for day in days:
+        start, end = day_bounds(day, zone)
+        in_days |= Q(hour__gte=start, hour__lt=end)
+        buckets.append(When(hour__gte=start, hour__lt=end, then=Value(day)))
+    if not buckets:
+        return
+    rows = (
+        node_hours.filter(in_days)
+        .annotate(day=Case(*buckets, output_field=DateField()))
+        .values_list("node_id", "day", "owner_department_id")
+        .annotate(last_hour=Max("hour"), **_DAY_SUMS)
+        .order_by()
+    )
+    yield from map(DayPart._make, rows)
+
+
+_DAY_SUMS = {
+    "available_gpu_s_sum": Sum("available_gpu_s"),
+    "allocated_gpu_s_sum": Sum("allocated_gpu_s"),
+    "sampled_gpu_s_sum": Sum("sampled_gpu_s"),
+    "busy_gpu_s_sum": Sum("busy_gpu_s"),
+}
+# Rebuilding a node's days covers its whole history: the nodes a few at a time, and the days
+# in windows of a month, so that each query's day buckets stay few.
+REZONE_NODES_PER_BATCH = 50
+REZONE_DAYS_PER_QUERY = 31
 
 
 def node_days_rezone(*, zone: ZoneInfo | None = None) -> int:
@@ -204,8 +246,9 @@ def node_days_rezone(*, zone: ZoneInfo | None = None) -> int:
     After ``TIME_ZONE`` changes, a stored day is a different span of time than the day of the
     same date now: all of a node's days are rebuilt from its hours at once (a day of one zone
     overlaps two of another, so rebuilding some would leave gaps or double counts). Runs before
-    the hourly work of each rollup run, so day rows of two zones never meet; a batch claims its
-    rows like the hourly marks do. Returns how many nodes were redone.
+    the hourly work of each rollup run, so day rows of two zones never meet. A batch claims its
+    nodes by locking them (``skip_locked``), so two workers rebuild different nodes; a failure
+    rolls the batch back and the next run does it again. Returns how many nodes were redone.
     """
     zone = zone or portal_day_zone()
     done = 0
@@ -224,8 +267,16 @@ def node_days_rezone(*, zone: ZoneInfo | None = None) -> int:
             if not by_cluster:
                 return done
             for cluster_id, node_ids in by_cluster.items():
-                rows = NodeHour.objects.filter(node_id__in=node_ids).values_list(*_HOUR_TOTALS)
-                node_days = rollup_node_days(map(HourTotals._make, rows), zone=zone)
+                node_hours = NodeHour.objects.filter(node_id__in=node_ids)
+                span = node_hours.aggregate(first=Min("hour"), last=Max("hour"))
+                covered = []
+                if span["first"] is not None:
+                    covered = list(days_covering(span["first"], span["last"] + HOUR, zone))
+                parts = itertools.chain.from_iterable(
+                    _day_parts(node_hours, covered[i : i + REZONE_DAYS_PER_QUERY], zone)
+                    for i in range(0, len(covered), REZONE_DAYS_PER_QUERY)
+                )
+                node_days = rollup_node_days(parts)
                 NodeDay.objects.filter(node_id__in=node_ids).delete()
                 NodeDay.objects.bulk_create(_node_day_rows(cluster_id, node_days, zone), batch_size=2000)
         count = sum(map(len, by_cluster.values()))

@@ -1,13 +1,12 @@
 """Hand-checked node-hour rollups, and node-hours summed into portal days."""
 
 from datetime import UTC, date, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import pytest
 
 from efficiency.analysis.rollup import (
     Allocation,
-    HourTotals,
+    DayPart,
     NodeWindow,
     SampleTotals,
     overlap_s,
@@ -154,57 +153,33 @@ def test_each_job_gets_its_share_of_busy_time():
     ]
 
 
-BERLIN = ZoneInfo("Europe/Berlin")
+DAY = date(2026, 11, 2)
 
 
-def hour_totals(node_id, hour, owner=10, gpus=8):
-    return HourTotals(node_id, hour, owner, gpus * 3600.0, gpus * 1800.0, gpus * 3600.0, gpus * 900.0)
+def part(node_id, day, owner, last_hour, available=28_800.0):
+    return DayPart(node_id, day, owner, last_hour, available, available / 2, available, available / 4)
 
 
-def every_hour(start, end):
-    hour = start
-    while hour < end:
-        yield hour
-        hour += timedelta(hours=1)
-
-
-def test_node_days_sum_23_hours_on_the_spring_forward_day_and_25_on_the_fall_back_day():
-    # Every UTC hour from 2026-03-28 to 2026-10-27 on one node: 8 GPUs each hour.
-    hours = [
-        hour_totals(1, hour)
-        for hour in every_hour(datetime(2026, 3, 27, 23, tzinfo=UTC), datetime(2026, 10, 26, 23, tzinfo=UTC))
-    ]
-    days = {row.day: row for row in rollup_node_days(hours, zone=BERLIN)}
-    assert days[date(2026, 3, 28)].available_gpu_s == 24 * 8 * 3600
-    assert days[date(2026, 3, 29)].available_gpu_s == 23 * 8 * 3600
-    assert days[date(2026, 10, 25)].available_gpu_s == 25 * 8 * 3600
-    assert days[date(2026, 10, 25)].busy_gpu_s == 25 * 8 * 900
-    assert sum(row.available_gpu_s for row in days.values()) == len(hours) * 8 * 3600
-
-
-def test_node_days_cut_at_the_zones_midnight_not_at_utc_midnight():
-    # 20:00 UTC on 29 November is 04:00 on the 30th in Shanghai.
-    hours = [
-        hour_totals(1, datetime(2026, 11, 29, 20, tzinfo=UTC)),
-        hour_totals(1, datetime(2026, 11, 29, 15, tzinfo=UTC)),
-    ]
-    rows = rollup_node_days(hours, zone=ZoneInfo("Asia/Shanghai"))
-    assert [(row.day, row.available_gpu_s) for row in rows] == [
-        (date(2026, 11, 29), 28_800),
-        (date(2026, 11, 30), 28_800),
-    ]
-    assert [row.day for row in rollup_node_days(hours, zone=UTC)] == [date(2026, 11, 29)]
-
-
-def test_a_day_whose_owner_changed_goes_to_the_owner_of_its_last_hour():
+def test_node_day_sums_the_parts_of_each_owner_and_goes_to_the_owner_of_its_last_hour():
     late, early = datetime(2026, 11, 2, 20, tzinfo=UTC), datetime(2026, 11, 2, 3, tzinfo=UTC)
-    (row,) = rollup_node_days([hour_totals(1, late, owner=11), hour_totals(1, early, owner=10)], zone=UTC)
-    assert (row.owner_department_id, row.available_gpu_s) == (11, 2 * 28_800)
+    (row,) = rollup_node_days([part(1, DAY, 11, late), part(1, DAY, 10, early, available=3600.0)])
+    assert row.owner_department_id == 11
+    assert (row.available_gpu_s, row.allocated_gpu_s, row.busy_gpu_s) == (32_400, 16_200, 8_100)
+    # The same parts in the other order: the same owner.
+    (again,) = rollup_node_days([part(1, DAY, 10, early), part(1, DAY, 11, late)])
+    assert again.owner_department_id == 11
 
 
-def test_node_days_keep_only_the_days_asked_for_and_sort_by_node_and_day():
-    hours = [hour_totals(node, H + timedelta(days=offset)) for node in (2, 1) for offset in (2, 0, 1)]
-    rows = rollup_node_days(hours, zone=UTC, days={H.date(), (H + timedelta(days=2)).date()})
+def test_a_node_given_back_to_the_shared_pool_during_the_day_is_in_the_pool_that_day():
+    late, early = datetime(2026, 11, 2, 20, tzinfo=UTC), datetime(2026, 11, 2, 3, tzinfo=UTC)
+    (row,) = rollup_node_days([part(1, DAY, 10, early), part(1, DAY, None, late)])
+    assert row.owner_department_id is None
+
+
+def test_node_days_come_out_one_per_node_and_day_sorted():
+    rows = rollup_node_days(
+        [part(node, DAY + timedelta(days=offset), 10, H) for node in (2, 1) for offset in (1, 0)]
+    )
     assert [(row.node_id, row.day) for row in rows] == [
-        (1, H.date()), (1, (H + timedelta(days=2)).date()), (2, H.date()), (2, (H + timedelta(days=2)).date())
+        (1, DAY), (1, DAY + timedelta(days=1)), (2, DAY), (2, DAY + timedelta(days=1))
     ]  # fmt: skip

@@ -8,7 +8,12 @@ from efficiency.choices import JobSource, JobState, MappingKind
 from efficiency.collectors.records import GpuReading, JobRecord
 from efficiency.models import DepartmentHour, GpuSample, JobHour, NodeDay, NodeHour, RollupDirtyHour
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest
-from efficiency.services.rollups import node_days_rezone, retention_prune, rollups_refresh
+from efficiency.services.rollups import (
+    node_days_rezone,
+    retention_prune,
+    rollup_hours_compute,
+    rollups_refresh,
+)
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
 
 T0 = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
@@ -168,3 +173,30 @@ def test_node_days_of_unknown_zone_from_before_portal_days_are_recomputed(setup,
     # gpu-009 has no hours behind its row: nothing to recompute it from, so it goes.
     assert node_days() == [(date(2026, 11, 29), "Europe/Berlin", 57_600)]
     assert node_days_rezone() == 0
+
+
+def every_hour(start, end):
+    return [start + timedelta(hours=i) for i in range(int((end - start) / timedelta(hours=1)))]
+
+
+def test_node_days_hold_23_hours_on_the_spring_forward_day_and_25_on_the_fall_back_day(setup, settings):
+    settings.TIME_ZONE = "Europe/Berlin"
+    cluster, *_ = setup
+    spring = every_hour(datetime(2026, 3, 27, 23, tzinfo=UTC), datetime(2026, 3, 30, 22, tzinfo=UTC))
+    autumn = every_hour(datetime(2026, 10, 23, 22, tzinfo=UTC), datetime(2026, 10, 26, 23, tzinfo=UTC))
+    later = datetime(2026, 12, 1, tzinfo=UTC)
+    rollup_hours_compute(cluster=cluster, hours=spring + autumn, now=later)  # 8 GPUs in service
+    by_rollup = {
+        day: gpu_s / 8 / 3600 for day, gpu_s in NodeDay.objects.values_list("day", "available_gpu_s")
+    }
+    assert by_rollup == {
+        date(2026, 3, 28): 24, date(2026, 3, 29): 23, date(2026, 3, 30): 24,
+        date(2026, 10, 24): 24, date(2026, 10, 25): 25, date(2026, 10, 26): 24,
+    }  # fmt: skip
+    # Rebuilt from the hours over seven months (several queries of a month's days): the same.
+    NodeDay.objects.update(day_zone="UTC")
+    assert node_days_rezone() == 1
+    assert dict(NodeDay.objects.values_list("day", "available_gpu_s")) == {
+        day: hours * 8 * 3600 for day, hours in by_rollup.items()
+    }
+    assert set(NodeDay.objects.values_list("day_zone", flat=True)) == {"Europe/Berlin"}
