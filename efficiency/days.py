@@ -56,6 +56,12 @@ def day_start_of(moment: datetime, zone: tzinfo) -> datetime:
     return day_start(day_of(moment, zone), zone)
 
 
+def day_start_after(moment: datetime, days: int, zone: tzinfo) -> datetime:
+    """The start (UTC) of the portal day ``days`` days after ``moment``'s day (before it, when
+    negative): whole days, so 14 days over a daylight-saving change are 14 x 24 +- 1 hours."""
+    return day_start(day_of(moment, zone) + timedelta(days=days), zone)
+
+
 def days_covering(start: datetime, end: datetime, zone: tzinfo) -> Iterator[date]:
     """Each portal day that shares time with ``[start, end)``, in order; none if it is empty."""
     if end <= start:

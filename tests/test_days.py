@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from efficiency.days import day_bounds, day_of, day_start, day_start_of, days_covering, whole_days_before
+from efficiency.days import (
+    day_bounds,
+    day_of,
+    day_start,
+    day_start_after,
+    day_start_of,
+    days_covering,
+    whole_days_before,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -78,6 +86,16 @@ def test_whole_days_before_spans_days_not_multiples_of_24_hours():
     assert hours(end - start) == 14 * 24 - 1
     with pytest.raises(ValueError, match="at least 1"):
         whole_days_before(end, 0, BERLIN)
+
+
+def test_fourteen_days_after_a_midnight_is_a_midnight_even_over_a_clock_change():
+    start = day_start(date(2026, 3, 20), BERLIN)
+    end = day_start_after(start, 14, BERLIN)
+    assert end.astimezone(BERLIN).replace(tzinfo=None) == datetime(2026, 4, 3)  # not 01:00
+    assert hours(end - start) == 14 * 24 - 1
+    assert day_start_after(end, -14, BERLIN) == start
+    # The plain 14 x 24 hours would end an hour into the day.
+    assert (start + timedelta(days=14)).astimezone(BERLIN).hour == 1
 
 
 zones = st.sampled_from(ZONES)
