@@ -6,6 +6,7 @@ overflows; the row must still be shown, so such a moment is shown in UTC and say
 """
 
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
@@ -16,3 +17,12 @@ def display_time(moment: datetime) -> datetime:
         return timezone.localtime(moment)
     except OverflowError:
         return moment.astimezone(UTC)
+
+
+def portal_day_zone() -> ZoneInfo:
+    """The zone whose midnights cut portal days (efficiency.days): the display zone, TIME_ZONE.
+
+    The default zone, not the current one: a day rollup is stored once for everybody, so it
+    cannot follow a zone activated for one request.
+    """
+    return timezone.get_default_timezone()

@@ -1,4 +1,5 @@
-"""Hourly rollup of one node: capacity, allocation, coverage and activity in GPU-seconds.
+"""Hourly rollup of one node: capacity, allocation, coverage and activity in GPU-seconds; and
+node-hours summed into portal days.
 
 Definitions (DESIGN.md): allocation rate = allocated / available GPU-hours; utilization =
 busy / available GPU-hours, busy from the activity metric. Everything here is in GPU-seconds so
@@ -7,9 +8,9 @@ exactly.
 """
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import NamedTuple
 
 HOUR = timedelta(hours=1)
@@ -191,3 +192,52 @@ def rollup_node_hour(
         temp_c_max=totals.temp_c_max,
     )
     return NodeHourRollup(node_row, department_rows, job_rows)
+
+
+class DayPart(NamedTuple):
+    """Node-hours of one node, portal day and owner, summed (by the database); ``last_hour`` is
+    the latest of them, which decides the day's owner."""
+
+    node_id: int
+    day: date
+    owner_department_id: int | None
+    last_hour: datetime
+    available_gpu_s: float
+    allocated_gpu_s: float
+    sampled_gpu_s: float
+    busy_gpu_s: float
+
+
+@dataclass(slots=True)
+class NodeDayRow:
+    node_id: int
+    day: date
+    owner_department_id: int | None
+    available_gpu_s: float
+    allocated_gpu_s: float
+    sampled_gpu_s: float
+    busy_gpu_s: float
+
+
+def rollup_node_days(parts: Iterable[DayPart]) -> list[NodeDayRow]:
+    """One row per node and portal day from its parts (one per owner the node had that day).
+
+    A day has as many hours as the clock gives it (23 or 25 on a daylight-saving change: the
+    parts carry whatever hours their day had). A node whose owner changed within a day is
+    counted under the owner of its last hour that day. Rows come out sorted by node and day.
+    """
+    merged: dict[tuple[int, date], NodeDayRow] = {}
+    last_hour: dict[tuple[int, date], datetime] = {}
+    for part in parts:
+        key = (part.node_id, part.day)
+        total = merged.get(key)
+        if total is None:
+            total = merged[key] = NodeDayRow(part.node_id, part.day, None, 0.0, 0.0, 0.0, 0.0)
+        if key not in last_hour or part.last_hour > last_hour[key]:
+            total.owner_department_id = part.owner_department_id
+            last_hour[key] = part.last_hour
+        total.available_gpu_s += part.available_gpu_s
+        total.allocated_gpu_s += part.allocated_gpu_s
+        total.sampled_gpu_s += part.sampled_gpu_s
+        total.busy_gpu_s += part.busy_gpu_s
+    return [merged[key] for key in sorted(merged)]

@@ -257,11 +257,16 @@ class JobHour(models.Model):
 
 
 class NodeClassification(models.Model):
-    """A node's class over one cycle (idle / hot / fluctuating / steady / unknown), with why."""
+    """A node's class over one cycle (idle / hot / fluctuating / steady / unknown), with why.
+
+    The cycle is whole portal days (efficiency.days) in ``day_zone``; rows of another zone than
+    the current one are replaced where their cycle overlaps the next classification's.
+    """
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="classifications")
     cycle_start = models.DateTimeField()
     cycle_end = models.DateTimeField()
+    day_zone = models.CharField(max_length=64)  # IANA name; "UTC" for cycles cut before portal days
     node_class = models.CharField(max_length=20, choices=NodeClass.choices)
     covered_hours = models.PositiveIntegerField()
     mean_util_pct = models.FloatField(null=True)
@@ -324,10 +329,16 @@ class ScopeHour(models.Model):
 
 
 class NodeDay(models.Model):
-    """Per node and day (in the display time zone): NodeHour summed, for day-resolution charts."""
+    """Per node and portal day (efficiency.days): NodeHour summed, for day-resolution charts.
+
+    ``day_zone`` is the zone whose midnights cut ``day``: the rollups recompute every row of
+    another zone than the current ``TIME_ZONE`` before anything else, so days of two zones are
+    never mixed.
+    """
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
+    day_zone = models.CharField(max_length=64)  # IANA name; "" for rows of unknown zone
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
     owner_department = models.ForeignKey(
         Department, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -341,7 +352,8 @@ class NodeDay(models.Model):
         verbose_name = _("node day")
         verbose_name_plural = _("node days")
         constraints = [models.UniqueConstraint(fields=["node", "day"], name="nodeday_unique")]
-        indexes = [models.Index(fields=["owner_department", "day"])]
+        # day_zone: "is any row of another zone?" is a min/max on this index, not a table scan.
+        indexes = [models.Index(fields=["owner_department", "day"]), models.Index(fields=["day_zone"])]
 
     def __str__(self) -> str:
         return f"node {self.node_id} {self.day}"

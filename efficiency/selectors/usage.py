@@ -8,7 +8,7 @@ one job or node, which are bounded by that job or node.
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
@@ -16,6 +16,7 @@ from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
+from efficiency import days
 from efficiency.analysis.idle import IdleHour, IdleStretch, find_idle_stretches
 from efficiency.analysis.usage import UsageTotals
 from efficiency.forms import TimeRange
@@ -31,6 +32,7 @@ from efficiency.models import (
     ScopeHour,
 )
 from efficiency.scoping import User, scope_queryset, sees_all_departments, visible_department_ids
+from efficiency.times import portal_day_zone
 
 _NODE_SUMS = {
     "available": Sum("available_gpu_s"),
@@ -52,7 +54,7 @@ def _totals(row: dict) -> UsageTotals:
 def _trunc(bucket: str, field: str = "hour"):
     if bucket == "hour":
         return TruncHour(field)
-    return TruncDay(field, tzinfo=timezone.get_current_timezone())
+    return TruncDay(field, tzinfo=portal_day_zone())
 
 
 def node_hours(*, user: User, time_range: TimeRange) -> QuerySet[NodeHour]:
@@ -161,20 +163,17 @@ def department_heatmap(
     """Utilization of each owned node per hour (ranges up to a week) or day; None where nothing
     was sampled. Day cells come from NodeDay (one row a node and day); hourly cells are summed
     in the database, in blocks of several hours when the map would exceed ``max_cells``."""
-    tz = timezone.get_current_timezone()
     if time_range.bucket == "hour":
         return _hourly_heatmap(user, department, time_range, max_cells)
-    first, last = time_range.start.astimezone(tz).date(), time_range.end.astimezone(tz).date()
+    zone = portal_day_zone()
+    first, last = days.day_of(time_range.start, zone), days.day_of(time_range.end, zone)
     rows = (
-        scope_queryset(NodeDay.objects.filter(day__gte=first, day__lte=last), user)
+        scope_queryset(NodeDay.objects.filter(day__gte=first, day__lte=last, day_zone=zone.key), user)
         .filter(owner_department=department)
         .values_list("node__hostname", "day", "sampled_gpu_s", "busy_gpu_s")
     )
     return _heatmap(
-        (
-            (host, datetime.combine(day, time.min, tzinfo=tz), sampled, busy)
-            for host, day, sampled, busy in rows
-        ),
+        ((host, days.day_start(day, zone), sampled, busy) for host, day, sampled, busy in rows),
         block_hours=1,
     )
 

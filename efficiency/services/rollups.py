@@ -1,16 +1,43 @@
 """Hourly rollups from raw samples and jobs; pages read these, never raw samples."""
 
+import itertools
 import logging
 from collections import defaultdict
-from datetime import UTC, date, datetime, time, timedelta
+from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Avg, Case, Count, F, FloatField, Max, Q, Sum, When
-from django.db.models.functions import Cast, Coalesce, TruncDate, TruncHour
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    DateField,
+    F,
+    FloatField,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce, TruncHour
 from django.utils import timezone
 
-from efficiency.analysis.rollup import HOUR, Allocation, NodeWindow, SampleTotals, rollup_node_hour
+from efficiency.analysis.rollup import (
+    HOUR,
+    Allocation,
+    DayPart,
+    NodeDayRow,
+    NodeWindow,
+    SampleTotals,
+    rollup_node_days,
+    rollup_node_hour,
+)
+from efficiency.days import day_bounds, day_of, days_covering
 from efficiency.models import (
     Cluster,
     DepartmentHour,
@@ -18,12 +45,14 @@ from efficiency.models import (
     Job,
     JobHour,
     LogChunk,
+    Node,
     NodeDay,
     NodeHour,
     RollupDirtyHour,
     ScopeHour,
     SourceRun,
 )
+from efficiency.times import portal_day_zone
 
 logger = logging.getLogger(__name__)
 HOURS_PER_BATCH = 48
@@ -36,8 +65,13 @@ def rollups_refresh(*, now: datetime | None = None, max_hours: int = 2000) -> in
     its rollups: a worker killed half-way (SIGKILL, OOM, lost connection) rolls back its batch and
     the marks with it, so the next run does those hours again; ``skip_locked`` keeps two workers
     from computing the same hour at once, and a failure leaves the marks in place.
+
+    Day rows are cut at the midnights of the portal-day zone (``TIME_ZONE``); those stored in
+    another zone are recomputed first (``node_days_rezone``).
     """
     now = now or timezone.now()
+    zone = portal_day_zone()
+    node_days_rezone(zone=zone)
     done = 0
     while done < max_hours:
         with transaction.atomic():
@@ -54,19 +88,24 @@ def rollups_refresh(*, now: datetime | None = None, max_hours: int = 2000) -> in
             for _, cluster_id, hour in claimed:
                 by_cluster[cluster_id].append(hour)
             for cluster_id, hours in by_cluster.items():
-                rollup_hours_compute(cluster=Cluster.objects.get(pk=cluster_id), hours=hours, now=now)
+                cluster = Cluster.objects.get(pk=cluster_id)
+                rollup_hours_compute(cluster=cluster, hours=hours, now=now, zone=zone)
         done += len(claimed)
     return done
 
 
-def rollup_hours_compute(*, cluster: Cluster, hours: list[datetime], now: datetime) -> None:
-    """Recompute NodeHour and DepartmentHour rows of ``cluster`` for the given hours (idempotent)."""
+def rollup_hours_compute(
+    *, cluster: Cluster, hours: list[datetime], now: datetime, zone: ZoneInfo | None = None
+) -> None:
+    """Recompute the hourly rollups of ``cluster`` for the given hours, and the node-days (portal
+    days in ``zone``, by default ``TIME_ZONE``'s) they fall in (idempotent)."""
+    zone = zone or portal_day_zone()
     hours = sorted(set(hours))
     for start in range(0, len(hours), HOURS_PER_BATCH):
-        _compute_batch(cluster, hours[start : start + HOURS_PER_BATCH], now)
+        _compute_batch(cluster, hours[start : start + HOURS_PER_BATCH], now, zone)
 
 
-def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime) -> None:
+def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone: ZoneInfo) -> None:
     first, last = hours[0], hours[-1] + HOUR
     windows = [
         NodeWindow(pk, gpus, owner, since, until)
@@ -121,7 +160,7 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime) -> No
         DepartmentHour.objects.bulk_create(department_rows, batch_size=2000)
         JobHour.objects.bulk_create(job_rows, batch_size=2000)
         ScopeHour.objects.bulk_create(_scope_rows(cluster, node_rows, department_rows), batch_size=2000)
-        _node_days_refresh(cluster, node_ids, hours)
+        _node_days_refresh(cluster, node_ids, hours, zone)
 
 
 def _scope_rows(
@@ -157,48 +196,96 @@ def _scope_rows(
     ]
 
 
-def _node_days_refresh(cluster: Cluster, node_ids: list[int], hours: list[datetime]) -> None:
-    """Re-sum the NodeDay rows of the (display time zone) days these hours fall in."""
-    tz = timezone.get_default_timezone()
-    days = {hour.astimezone(tz).date() for hour in hours}
-    start = datetime.combine(min(days), time.min, tzinfo=tz)
-    end = datetime.combine(max(days) + timedelta(days=1), time.min, tzinfo=tz)
+def _node_days_refresh(cluster: Cluster, node_ids: list[int], hours: list[datetime], zone: ZoneInfo) -> None:
+    """Re-sum the NodeDay rows of the portal days (in ``zone``) these hours fall in."""
+    days = {day_of(hour, zone) for hour in hours}
+    node_days = rollup_node_days(_day_parts(NodeHour.objects.filter(node_id__in=node_ids), days, zone))
+    NodeDay.objects.filter(node_id__in=node_ids, day__in=days).delete()
+    NodeDay.objects.bulk_create(_node_day_rows(cluster.pk, node_days, zone), batch_size=2000)
+
+
+def _day_parts(node_hours: QuerySet[NodeHour], days: Iterable[date], zone: ZoneInfo) -> Iterator[DayPart]:
+    """NodeHour rows of these portal days summed per node, day and owner, by the database.
+
+    An hour counts for the day its start falls in (efficiency.days bounds, not the database's
+    own zone rules); in a zone offset by half an hour, the UTC hour holding midnight counts for
+    the day before.
+    """
+    in_days, buckets = Q(), []
+    for day in days:
+        start, end = day_bounds(day, zone)
+        in_days |= Q(hour__gte=start, hour__lt=end)
+        buckets.append(When(hour__gte=start, hour__lt=end, then=Value(day)))
+    if not buckets:
+        return
     rows = (
-        NodeHour.objects.filter(node_id__in=node_ids, hour__gte=start, hour__lt=end)
-        .annotate(day=TruncDate("hour", tzinfo=tz))
-        .values("node_id", "day", "owner_department_id")
-        .annotate(
-            available=Sum("available_gpu_s"),
-            allocated=Sum("allocated_gpu_s"),
-            sampled=Sum("sampled_gpu_s"),
-            busy=Sum("busy_gpu_s"),
-        )
+        node_hours.filter(in_days)
+        .annotate(day=Case(*buckets, output_field=DateField()))
+        .values_list("node_id", "day", "owner_department_id")
+        .annotate(last_hour=Max("hour"), **_DAY_SUMS)
         .order_by()
     )
-    merged: dict[tuple[int, date], NodeDay] = {}
-    for row in rows:
-        if row["day"] not in days:
-            continue
-        key = (row["node_id"], row["day"])
-        existing = merged.get(key)
-        if existing is None:  # an owner change within a day: the day goes to the last owner
-            merged[key] = NodeDay(
-                node_id=row["node_id"],
-                day=row["day"],
-                cluster=cluster,
-                owner_department_id=row["owner_department_id"],
-                available_gpu_s=row["available"] or 0.0,
-                allocated_gpu_s=row["allocated"] or 0.0,
-                sampled_gpu_s=row["sampled"] or 0.0,
-                busy_gpu_s=row["busy"] or 0.0,
-            )
-        else:
-            existing.available_gpu_s += row["available"] or 0.0
-            existing.allocated_gpu_s += row["allocated"] or 0.0
-            existing.sampled_gpu_s += row["sampled"] or 0.0
-            existing.busy_gpu_s += row["busy"] or 0.0
-    NodeDay.objects.filter(node_id__in=node_ids, day__in=days).delete()
-    NodeDay.objects.bulk_create(merged.values(), batch_size=2000)
+    yield from map(DayPart._make, rows)
+
+
+_DAY_SUMS = {
+    "available_gpu_s_sum": Sum("available_gpu_s"),
+    "allocated_gpu_s_sum": Sum("allocated_gpu_s"),
+    "sampled_gpu_s_sum": Sum("sampled_gpu_s"),
+    "busy_gpu_s_sum": Sum("busy_gpu_s"),
+}
+# Rebuilding a node's days covers its whole history: the nodes a few at a time, and the days
+# in windows of a month, so that each query's day buckets stay few.
+REZONE_NODES_PER_BATCH = 50
+REZONE_DAYS_PER_QUERY = 31
+
+
+def node_days_rezone(*, zone: ZoneInfo | None = None) -> int:
+    """Recompute, in the current portal-day zone, every node's days stored in another zone.
+
+    After ``TIME_ZONE`` changes, a stored day is a different span of time than the day of the
+    same date now: all of a node's days are rebuilt from its hours at once (a day of one zone
+    overlaps two of another, so rebuilding some would leave gaps or double counts). Runs before
+    the hourly work of each rollup run, so day rows of two zones never meet. A batch claims its
+    nodes by locking them (``skip_locked``), so two workers rebuild different nodes; a failure
+    rolls the batch back and the next run does it again. Returns how many nodes were redone.
+    """
+    zone = zone or portal_day_zone()
+    done = 0
+    while True:
+        with transaction.atomic():
+            stale = NodeDay.objects.filter(Q(day_zone__lt=zone.key) | Q(day_zone__gt=zone.key))
+            stale_nodes = stale.order_by("node_id").values_list("node_id", flat=True).distinct()
+            candidates = list(stale_nodes[:REZONE_NODES_PER_BATCH])
+            # Claimed by locking the nodes: a second worker takes other nodes or none.
+            nodes = Node.objects.filter(pk__in=candidates).order_by("pk")
+            if connection.features.has_select_for_update_skip_locked:
+                nodes = nodes.select_for_update(skip_locked=True)
+            by_cluster: dict[int, list[int]] = defaultdict(list)
+            for pk, cluster_id in nodes.values_list("pk", "cluster_id"):
+                by_cluster[cluster_id].append(pk)
+            if not by_cluster:
+                return done
+            for cluster_id, node_ids in by_cluster.items():
+                node_hours = NodeHour.objects.filter(node_id__in=node_ids)
+                span = node_hours.aggregate(first=Min("hour"), last=Max("hour"))
+                covered = []
+                if span["first"] is not None:
+                    covered = list(days_covering(span["first"], span["last"] + HOUR, zone))
+                parts = itertools.chain.from_iterable(
+                    _day_parts(node_hours, covered[i : i + REZONE_DAYS_PER_QUERY], zone)
+                    for i in range(0, len(covered), REZONE_DAYS_PER_QUERY)
+                )
+                node_days = rollup_node_days(parts)
+                NodeDay.objects.filter(node_id__in=node_ids).delete()
+                NodeDay.objects.bulk_create(_node_day_rows(cluster_id, node_days, zone), batch_size=2000)
+        count = sum(map(len, by_cluster.values()))
+        done += count
+        logger.info("node days of %d nodes recomputed in %s", count, zone.key)
+
+
+def _node_day_rows(cluster_id: int, node_days: list[NodeDayRow], zone: ZoneInfo) -> list[NodeDay]:
+    return [NodeDay(cluster_id=cluster_id, day_zone=zone.key, **_fields(row)) for row in node_days]
 
 
 def _fields(row) -> dict:

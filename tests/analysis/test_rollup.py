@@ -1,10 +1,18 @@
-"""Hand-checked node-hour rollups."""
+"""Hand-checked node-hour rollups, and node-hours summed into portal days."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from efficiency.analysis.rollup import Allocation, NodeWindow, SampleTotals, overlap_s, rollup_node_hour
+from efficiency.analysis.rollup import (
+    Allocation,
+    DayPart,
+    NodeWindow,
+    SampleTotals,
+    overlap_s,
+    rollup_node_days,
+    rollup_node_hour,
+)
 
 H = datetime(2026, 11, 2, 8, tzinfo=UTC)
 LATER = H + timedelta(days=1)
@@ -143,3 +151,35 @@ def test_each_job_gets_its_share_of_busy_time():
         (1, 14_400, 3_600),
         (2, 14_400, 3_600),
     ]
+
+
+DAY = date(2026, 11, 2)
+
+
+def part(node_id, day, owner, last_hour, available=28_800.0):
+    return DayPart(node_id, day, owner, last_hour, available, available / 2, available, available / 4)
+
+
+def test_node_day_sums_the_parts_of_each_owner_and_goes_to_the_owner_of_its_last_hour():
+    late, early = datetime(2026, 11, 2, 20, tzinfo=UTC), datetime(2026, 11, 2, 3, tzinfo=UTC)
+    (row,) = rollup_node_days([part(1, DAY, 11, late), part(1, DAY, 10, early, available=3600.0)])
+    assert row.owner_department_id == 11
+    assert (row.available_gpu_s, row.allocated_gpu_s, row.busy_gpu_s) == (32_400, 16_200, 8_100)
+    # The same parts in the other order: the same owner.
+    (again,) = rollup_node_days([part(1, DAY, 10, early), part(1, DAY, 11, late)])
+    assert again.owner_department_id == 11
+
+
+def test_a_node_given_back_to_the_shared_pool_during_the_day_is_in_the_pool_that_day():
+    late, early = datetime(2026, 11, 2, 20, tzinfo=UTC), datetime(2026, 11, 2, 3, tzinfo=UTC)
+    (row,) = rollup_node_days([part(1, DAY, 10, early), part(1, DAY, None, late)])
+    assert row.owner_department_id is None
+
+
+def test_node_days_come_out_one_per_node_and_day_sorted():
+    rows = rollup_node_days(
+        [part(node, DAY + timedelta(days=offset), 10, H) for node in (2, 1) for offset in (1, 0)]
+    )
+    assert [(row.node_id, row.day) for row in rows] == [
+        (1, DAY), (1, DAY + timedelta(days=1)), (2, DAY), (2, DAY + timedelta(days=1))
+    ]  # fmt: skip
