@@ -20,6 +20,7 @@ from efficiency.actuators.command import SLURM_DRAIN, SLURM_REQUEUE, SLURM_RESUM
 from efficiency.choices import ActionKind, JobSource, SourceKind
 from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.slurm import parse_sacct
+from efficiency.days import day_start_after
 from efficiency.models import ActuatorConfig, Cluster, DataSource, Incident, QuotaCycle, RollupDirtyHour
 from efficiency.services import quotas
 from efficiency.services.classification import node_classes_refresh
@@ -36,6 +37,7 @@ from efficiency.services.rollups import rollups_refresh
 from efficiency.services.sources import gpu_readings_store, source_collect
 from efficiency.simulator.model import ClusterSimulator
 from efficiency.simulator.scenario import reference_nodes
+from efficiency.times import portal_day_zone
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ def demo_simulator(*, days: int = 21, seed: int = 7, now: datetime | None = None
         state = json.loads(paths.state.read_text())
     else:
         now = now or timezone.now()
+        # The simulation's epoch (its seed's day), not a portal day: UTC midnight, as before.
         start = (now - timedelta(days=days)).replace(hour=0, minute=0, second=0, microsecond=0)
         # The portal took over fault recovery a day before the demo began: the logs kept (the
         # last LOG_DAYS) show faults recovered by hand first, then by the portal's restarts.
@@ -203,7 +206,7 @@ def demo_quota_history(*, cluster: Cluster, history_start: datetime, now: dateti
     if QuotaCycle.objects.filter(cluster=cluster).exists():
         return
     committee = get_user_model().objects.filter(username=DEMO_COMMITTEE_USERNAME).first()
-    first_start = quotas.local_midnight(history_start) + timedelta(days=1)
+    first_start = day_start_after(history_start, 1, portal_day_zone())
     first = quotas.quota_cycle_initial_create(cluster=cluster, start=first_start, now=first_start)
     if first.end > now:
         return

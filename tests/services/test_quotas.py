@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
@@ -298,3 +298,17 @@ def test_capacity_alert_raised_with_gpus_needed_then_resolved(planning, settings
     assert services.capacity_check(cluster=planning.cluster, now=NOW + timedelta(hours=2)) == []
     alert.refresh_from_db()
     assert alert.resolved_at == NOW + timedelta(hours=2)
+
+
+def test_a_cycle_is_whole_portal_days_across_a_daylight_saving_change(settings):
+    # Berlin moves its clocks forward on 2026-03-29: 14 days from a Berlin midnight are 335 hours,
+    # and the cycle still ends at a Berlin midnight (22:00 UTC in summer time).
+    from efficiency.services.quotas.cycles import cycle_end, local_midnight
+
+    settings.TIME_ZONE = "Europe/Berlin"
+    settings.PORTAL_CYCLE_DAYS = 14
+    start = local_midnight(datetime(2026, 3, 23, 9, 30, tzinfo=UTC))
+    assert start == datetime(2026, 3, 22, 23, 0, tzinfo=UTC)
+    end = cycle_end(start)
+    assert end == datetime(2026, 4, 5, 22, 0, tzinfo=UTC)
+    assert end - start == timedelta(hours=14 * 24 - 1)

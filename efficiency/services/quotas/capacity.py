@@ -17,6 +17,7 @@ from efficiency.analysis.capacity import (
 )
 from efficiency.analysis.quotas import Key
 from efficiency.choices import CapacityAlertKind
+from efficiency.days import day_start_after
 from efficiency.models import CapacityAlert, Cluster, Node
 from efficiency.selectors.quotas import (
     JobRow,
@@ -33,6 +34,7 @@ from efficiency.services.quotas.cycles import (
     cycle_length,
     local_midnight,
 )
+from efficiency.times import portal_day_zone
 
 
 def capacity_check(*, cluster: Cluster, now: datetime | None = None) -> list[CapacityAlert]:
@@ -43,7 +45,7 @@ def capacity_check(*, cluster: Cluster, now: datetime | None = None) -> list[Cap
     guarantees = cycle_guarantees(in_force, cluster)
     limits = cycle_borrowing_limits(in_force)
     trend_days = settings.PORTAL_CAPACITY_TREND_DAYS
-    history_start = local_midnight(now) - timedelta(days=trend_days)
+    history_start = day_start_after(now, -trend_days, portal_day_zone())
     rows = quota_job_rows(cluster=cluster, start=min(history_start, now - cycle_length()), end=now)
     open_alerts = []
     for model, gpus in capacity.items():

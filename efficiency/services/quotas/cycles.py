@@ -10,8 +10,10 @@ from django.utils.translation import gettext as _
 
 from efficiency.analysis.quotas import Key
 from efficiency.choices import QuotaCycleStatus, QuotaEventKind
+from efficiency.days import day_of, day_start_after, day_start_of
 from efficiency.models import Cluster, Department, Quota, QuotaCycle, QuotaEvent
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus
+from efficiency.times import portal_day_zone
 
 HOUR_S = 3600.0
 
@@ -25,9 +27,14 @@ def cycle_length() -> timedelta:
 
 
 def local_midnight(at: datetime) -> datetime:
-    """The start of ``at``'s day in the display time zone (cycles begin at local midnight)."""
-    local = timezone.localtime(at)
-    return local.replace(hour=0, minute=0, second=0, microsecond=0)
+    """The start (UTC) of ``at``'s portal day: cycles begin at a portal-day midnight."""
+    return day_start_of(at, portal_day_zone())
+
+
+def cycle_end(start: datetime) -> datetime:
+    """Where a cycle from ``start`` ends: ``PORTAL_CYCLE_DAYS`` whole portal days later (one hour
+    more or less than 24 x days across a daylight-saving change)."""
+    return day_start_after(start, settings.PORTAL_CYCLE_DAYS, portal_day_zone())
 
 
 def cycle_event(cycle: QuotaCycle, kind: str, *, actor=None, at: datetime, **fields) -> QuotaEvent:
@@ -46,7 +53,7 @@ def quota_cycle_initial_create(
     cycle = QuotaCycle.objects.create(
         cluster=cluster,
         start=start,
-        end=start + cycle_length(),
+        end=cycle_end(start),
         status=QuotaCycleStatus.APPROVED,
         capacity=cluster_capacity(cluster=cluster),
         origin="fixed_partition",
@@ -84,4 +91,4 @@ def cycle_borrowing_limits(cycle: QuotaCycle | None) -> dict[Key, int]:
 
 
 def day_text(at: datetime) -> str:
-    return f"{timezone.localtime(at):%Y-%m-%d}"
+    return f"{day_of(at, portal_day_zone()):%Y-%m-%d}"

@@ -9,8 +9,10 @@ from django.utils.translation import gettext as _
 
 from efficiency.analysis import scheduler_config
 from efficiency.choices import MappingKind, QuotaCycleStatus, QuotaEventKind
+from efficiency.days import day_of
 from efficiency.models import DepartmentMapping, QuotaCycle
 from efficiency.services.quotas.cycles import QuotaError, cycle_event, day_text
+from efficiency.times import portal_day_zone
 
 EXPORT_FORMATS = {
     "kueue": ("kueue-clusterqueues.yaml", "application/yaml", scheduler_config.kueue_manifests),
@@ -62,4 +64,4 @@ def quota_export(
     except ValueError as error:
         raise QuotaError(str(error)) from None
     cycle_event(cycle, QuotaEventKind.EXPORTED, actor=actor, at=now or timezone.now(), comment=fmt)
-    return f"{cycle.cluster.slug}-{timezone.localtime(cycle.start):%Y%m%d}-{name}", content_type, text
+    return f"{cycle.cluster.slug}-{day_of(cycle.start, portal_day_zone()):%Y%m%d}-{name}", content_type, text

@@ -11,11 +11,13 @@ from django.utils.translation import gettext as _
 from efficiency import dispatch
 from efficiency.analysis.quotas import ProposalSettings, propose_quotas
 from efficiency.choices import QuotaCycleStatus, QuotaEventKind
+from efficiency.days import day_start_after
 from efficiency.models import Cluster, Department, Quota, QuotaCycle
 from efficiency.selectors.quotas import cluster_capacity, hourly_demand, quota_cycle_in_force, quota_job_rows
 from efficiency.services.quotas.cycles import (
     QuotaError,
     cycle_borrowing_limits,
+    cycle_end,
     cycle_event,
     cycle_guarantees,
     cycle_length,
@@ -23,6 +25,7 @@ from efficiency.services.quotas.cycles import (
     local_midnight,
     quota_cycle_initial_create,
 )
+from efficiency.times import portal_day_zone
 
 
 def proposal_settings() -> ProposalSettings:
@@ -54,7 +57,10 @@ def quota_proposal_create(
         in_force = quota_cycle_in_force(cluster=cluster, at=now)
         if in_force is None and not QuotaCycle.objects.filter(cluster=cluster).exists():
             in_force = quota_cycle_initial_create(
-                cluster=cluster, start=local_midnight(now) - cycle_length(), actor=actor, now=now
+                cluster=cluster,
+                start=day_start_after(now, -settings.PORTAL_CYCLE_DAYS, portal_day_zone()),
+                actor=actor,
+                now=now,
             )
         if start is None:
             start = max(in_force.end, local_midnight(now)) if in_force else local_midnight(now)
@@ -70,7 +76,7 @@ def quota_proposal_create(
         cycle = QuotaCycle.objects.create(
             cluster=cluster,
             start=start,
-            end=start + cycle_length(),
+            end=cycle_end(start),
             status=QuotaCycleStatus.PROPOSED,
             capacity=capacity,
             proposal_settings=dataclasses.asdict(knobs),
