@@ -280,6 +280,7 @@ class RollupGenerator:
                         hot_hour_share=sum(u > 0.8 for u in seen) / max(len(seen), 1),
                         stddev_pct=round(math.sqrt(variance) * 100, 1),
                         reason=REASONS[node_class],
+                        day_zone=settings.TIME_ZONE,
                         computed_at=window_end - timedelta(hours=cycle * cycle_h),
                     )
                 )
@@ -308,9 +309,9 @@ FULL OUTER JOIN
 """
 _NODE_DAY_SQL = f"""
 INSERT INTO efficiency_nodeday
-    (node_id, day, cluster_id, owner_department_id,
+    (node_id, day, day_zone, cluster_id, owner_department_id,
      available_gpu_s, allocated_gpu_s, sampled_gpu_s, busy_gpu_s)
-SELECT node_id, (hour AT TIME ZONE %s)::date AS day, min(cluster_id), min(owner_department_id), {_SUMS}
+SELECT node_id, (hour AT TIME ZONE %s)::date AS day, %s, min(cluster_id), min(owner_department_id), {_SUMS}
 FROM efficiency_nodehour GROUP BY node_id, day
 """
 
@@ -398,7 +399,7 @@ def dataset_generate(
         # The rollups of rollups the pages read (efficiency.services.rollups writes the same
         # rows hour by hour): cluster and department totals per hour, node totals per day.
         cursor.execute(_SCOPE_HOUR_SQL)
-        cursor.execute(_NODE_DAY_SQL, [settings.TIME_ZONE])
+        cursor.execute(_NODE_DAY_SQL, [settings.TIME_ZONE, settings.TIME_ZONE])
     seconds = time.perf_counter() - started
 
     started = time.perf_counter()
