@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self, TypeGuard
 
-from efficiency.collectors.records import LogChunk, Rejected, excerpt
+from efficiency.collectors.records import LogLines, Rejected, excerpt
 
 MiB = 1024 * 1024
 READ_BLOCK_BYTES = 64 * 1024
@@ -70,7 +70,7 @@ MAX_REJECTED_PER_FILE = 20
 EXCERPT_BYTES = 800
 REPLACEMENT = "\N{REPLACEMENT CHARACTER}"
 
-# Column sizes of efficiency.models.LogChunk: longer values could not be stored.
+# Column sizes of efficiency.models.LogChunk (the stored row): longer values could not be stored.
 STREAM_MAX_CHARS = 500
 FILE_ID_MAX_CHARS = 100
 JOB_ID_MAX_CHARS = 200
@@ -153,7 +153,7 @@ class FileCursor:
 class TailResult:
     """What one pass over a directory read: chunks to store, cursors to persist, problems seen."""
 
-    chunks: list[LogChunk] = field(default_factory=list)
+    chunks: list[LogLines] = field(default_factory=list)
     cursors: dict[str, dict[str, object]] = field(default_factory=dict)
     rejected: list[Rejected] = field(default_factory=list)
 
@@ -411,7 +411,7 @@ class _FileTailer:
         self.metadata = metadata
         self.budget = max_bytes
         self.max_line_bytes = max_line_bytes
-        self.chunks: list[LogChunk] = []
+        self.chunks: list[LogLines] = []
         self.rejects = _RejectLog()
 
     def tail(self, path: Path | None, previous: FileCursor | None) -> FileCursor | None:
@@ -533,7 +533,7 @@ class _FileTailer:
         self.budget -= consumed - start
         if lines:
             self.chunks.append(
-                LogChunk(
+                LogLines(
                     stream=self.rel,
                     file_id=cursor.file_id,
                     start_offset=start,

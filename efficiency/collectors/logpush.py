@@ -13,7 +13,7 @@ ignored. A shipper's retry delivers the same (stream, file_id, offset) again: su
 once within a body, and across bodies the chunks have the same identity and are stored once.
 
 Lines of one (stream, file_id, job, node, rank) whose offsets follow each other (``offset +
-len(line in UTF-8) + 1``) merge into one ``LogChunk``. Bad lines are rejected one by one with
+len(line in UTF-8) + 1``) merge into one ``LogLines``. Bad lines are rejected one by one with
 their 1-based line number; the rest of the body is kept. The body is parsed whole, so its size
 is capped before it gets here: ``push_body_read`` reads at most ``max_bytes`` from the request
 (with or without a Content-Length) and ``push_body_decode`` inflates gzip or deflate to at most
@@ -38,7 +38,7 @@ from efficiency.collectors.logfiles import (
     STREAM_MAX_CHARS,
     MiB,
 )
-from efficiency.collectors.records import LogChunk, ParseOutcome, Rejected
+from efficiency.collectors.records import LogLines, ParseOutcome, Rejected
 
 DEFAULT_FILE_ID = "push"
 # Offsets are stored in BigIntegerField columns.
@@ -157,8 +157,8 @@ class _ChunkBuilder:
     end_offset: int
     lines: list[str] = field(default_factory=list)
 
-    def chunk(self) -> LogChunk:
-        return LogChunk(
+    def chunk(self) -> LogLines:
+        return LogLines(
             stream=self.first.stream,
             file_id=self.first.file_id,
             start_offset=self.first.offset,
@@ -177,7 +177,7 @@ def parse_ndjson_push(
     max_line_bytes: int = MiB,
     max_records: int = 50_000,
     max_rejected: int = DEFAULT_MAX_REJECTED,
-) -> ParseOutcome[LogChunk]:
+) -> ParseOutcome[LogLines]:
     """Turn one NDJSON push body into log chunks, rejecting bad lines one by one.
 
     A ``line`` longer than ``max_line_bytes`` (UTF-8) is cut to that length and reported; its
@@ -191,7 +191,7 @@ def parse_ndjson_push(
         raise PushRefused(
             413, f"{count} lines in one body, at most {max_records}: nothing stored; send smaller batches"
         )
-    outcome: ParseOutcome[LogChunk] = ParseOutcome()
+    outcome: ParseOutcome[LogLines] = ParseOutcome()
     listed = 0
     unlisted = 0
     builders: list[_ChunkBuilder] = []

@@ -79,7 +79,7 @@ class JobRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class LogChunk:
+class LogLines:
     """A run of complete lines read from one log stream (a file, or a shipper's stream).
 
     ``file_id`` tells two generations of a rotated file apart (device:inode for files);

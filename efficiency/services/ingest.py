@@ -22,13 +22,12 @@ from efficiency.collectors.records import (
     MAX_STORED_INT,
     GpuReading,
     JobRecord,
-    LogChunk,
+    LogLines,
     Rejected,
     excerpt,
     job_record_check,
 )
-from efficiency.models import Cluster, Department, DepartmentMapping, Job, RollupDirtyHour
-from efficiency.models import LogChunk as LogChunkRow
+from efficiency.models import Cluster, Department, DepartmentMapping, Job, LogChunk, RollupDirtyHour
 from efficiency.redaction import config_redact
 
 SAMPLE_COLUMNS = (
@@ -493,7 +492,7 @@ def _span_hours(spans: list[tuple[datetime, datetime]]) -> set[datetime]:
 # --- Logs ---------------------------------------------------------------------------------------
 
 
-def log_chunks_ingest(*, source, chunks: Iterable[LogChunk], now: datetime | None = None) -> IngestResult:
+def log_chunks_ingest(*, source, chunks: Iterable[LogLines], now: datetime | None = None) -> IngestResult:
     """Store log chunks once per (stream, file generation, start offset); link them to jobs."""
     now = now or timezone.now()
     result = IngestResult()
@@ -506,7 +505,7 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogChunk], now: datetime | Non
         ).values_list("external_id", "pk")
     )
     rows = [
-        LogChunkRow(
+        LogChunk(
             source=source,
             stream=chunk.stream[:500],
             file_id=chunk.file_id[:100],
@@ -526,7 +525,7 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogChunk], now: datetime | Non
     # between): it holds everything the stored one did and more, so it replaces it.
     stored_ends = {
         (stream, file_id, start): (pk, end)
-        for pk, stream, file_id, start, end in LogChunkRow.objects.filter(
+        for pk, stream, file_id, start, end in LogChunk.objects.filter(
             source=source, stream__in={row.stream for row in rows}
         ).values_list("pk", "stream", "file_id", "start_offset", "end_offset")
     }
@@ -545,7 +544,7 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogChunk], now: datetime | Non
             result.duplicates += 1
     with transaction.atomic():
         # ignore_conflicts still guards against a concurrent run storing the same chunk.
-        LogChunkRow.objects.bulk_create(new_rows, ignore_conflicts=True, batch_size=500)
-        LogChunkRow.objects.bulk_update(longer, ["end_offset", "text", "line_count", "job"], batch_size=500)
+        LogChunk.objects.bulk_create(new_rows, ignore_conflicts=True, batch_size=500)
+        LogChunk.objects.bulk_update(longer, ["end_offset", "text", "line_count", "job"], batch_size=500)
     result.stored = len(new_rows) + len(longer)
     return result

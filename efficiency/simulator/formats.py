@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from efficiency.simulator.model import (
     DCGM_BLANK,
     XID_WINDOW_MS,
-    GpuSample,
     SimJob,
+    SimulatedReading,
     _dt,
     _hash_int,
     _ts,
@@ -29,7 +29,7 @@ from efficiency.simulator.model import (
 if TYPE_CHECKING:
     from efficiency.simulator.model import ClusterSimulator
 
-# (metric, type, help, how to read the value from a GpuSample, how to print it)
+# (metric, type, help, how to read the value from a SimulatedReading, how to print it)
 _INT = "int"
 _FLOAT = "float"
 METRICS: tuple[tuple[str, str, str, str, str], ...] = (
@@ -143,7 +143,7 @@ def exposition(sim: "ClusterSimulator", at: datetime, *, nodes: list[str] | None
     sim._advance(at_s)
     states = sim._node_states if nodes is None else [sim._node_states[sim._index[h]] for h in nodes]
     labels: list[str] = []
-    samples: list[GpuSample] = []
+    samples: list[SimulatedReading] = []
     for node in states:
         for gpu in range(len(node.free)):
             sample = sim._sample(node, gpu, at_s)

@@ -393,7 +393,7 @@ class _NodeState:
 
 
 @dataclass(slots=True)
-class GpuSample:
+class SimulatedReading:
     """One GPU's values at one instant, in dcgm-exporter's units (ratios 0-1 for PROF fields).
 
     ``blank`` means the GPU cannot be read (fallen off the bus): dcgm reports its blank value.
@@ -1280,13 +1280,13 @@ class ClusterSimulator:
         total = sum(self._gpu_window(node, g, begin_s, begin_s + HOUR_S)[0] for g in range(len(node.free)))
         return total / (HOUR_S * len(node.free))
 
-    def sample(self, hostname: str, gpu: int, at: datetime) -> GpuSample:
+    def sample(self, hostname: str, gpu: int, at: datetime) -> SimulatedReading:
         """The values one GPU reports at ``at`` (what ``exposition`` prints for it)."""
         at_s = _ts(at)
         self._advance(at_s)
         return self._sample(self._node_states[self._index[hostname]], gpu, at_s)
 
-    def _sample(self, node: _NodeState, gpu: int, at_s: float) -> GpuSample:
+    def _sample(self, node: _NodeState, gpu: int, at_s: float) -> SimulatedReading:
         bucket = int(at_s // BUCKET_S)
         digest = hashlib.blake2b(
             f"{self.seed}|{node.spec.hostname}|{gpu}|{bucket}".encode(), digest_size=16
@@ -1298,7 +1298,7 @@ class ClusterSimulator:
         job = self._job_at(node, gpu, at_s)
         fb_reserved = 512
         if blank:
-            return GpuSample(
+            return SimulatedReading(
                 util_pct=DCGM_BLANK, gr_active=DCGM_BLANK, sm_active=DCGM_BLANK, sm_occupancy=DCGM_BLANK,
                 tensor_active=DCGM_BLANK, dram_active=DCGM_BLANK, fb_used_mib=DCGM_BLANK,
                 fb_free_mib=DCGM_BLANK, power_w=DCGM_BLANK, temp_c=DCGM_BLANK, sm_clock_mhz=DCGM_BLANK,
@@ -1308,7 +1308,7 @@ class ClusterSimulator:
         idle_w = node.idle_w[gpu]
         if job is None:
             power = idle_w * (0.98 + 0.04 * u[5])
-            return GpuSample(
+            return SimulatedReading(
                 util_pct=0, gr_active=0.0, sm_active=0.0, sm_occupancy=0.0, tensor_active=0.0,
                 dram_active=0.0, fb_used_mib=0, fb_free_mib=memory - fb_reserved, power_w=power,
                 temp_c=round(node.ambient_c + 1.5 * u[6]), sm_clock_mhz=model.sm_clock_idle_mhz,
@@ -1339,7 +1339,7 @@ class ClusterSimulator:
         heat = (power - idle_w) / (model.tdp_w - idle_w)
         temp = node.ambient_c + model.temp_rise_c * heat + 1.5 * u[6] + (9 if clock_scale < 1 else 0)
         sm_clock = model.sm_clock_max_mhz if gr > 0 else model.sm_clock_idle_mhz
-        return GpuSample(
+        return SimulatedReading(
             util_pct=util,
             gr_active=gr,
             sm_active=sm,

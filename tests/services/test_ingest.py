@@ -5,9 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from efficiency.choices import JobSource, JobState, MappingKind
-from efficiency.collectors.records import GpuReading, JobRecord, LogChunk
-from efficiency.models import DataSource, GpuSample, Job, RollupDirtyHour
-from efficiency.models import LogChunk as LogChunkRow
+from efficiency.collectors.records import GpuReading, JobRecord, LogLines
+from efficiency.models import DataSource, GpuSample, Job, LogChunk, RollupDirtyHour
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest, log_chunks_ingest
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
 
@@ -202,25 +201,25 @@ def test_log_chunks_are_stored_once_and_linked_to_their_job(mapped):
     jobs_ingest(cluster=mapped, source=JobSource.SLURM, records=[job()], now=NOW)
     source = DataSource.objects.create(cluster=mapped, kind="log_files", name="logs")
     chunks = [
-        LogChunk("100/rank-0.log", "1:2", 0, 10, "a\nb\n", 2, job_external_id="100", rank=0),
-        LogChunk("100/rank-0.log", "1:2", 10, 20, "c\x00\n", 1, job_external_id="100", rank=0),
+        LogLines("100/rank-0.log", "1:2", 0, 10, "a\nb\n", 2, job_external_id="100", rank=0),
+        LogLines("100/rank-0.log", "1:2", 10, 20, "c\x00\n", 1, job_external_id="100", rank=0),
     ]
     first = log_chunks_ingest(source=source, chunks=chunks, now=NOW)
     second = log_chunks_ingest(source=source, chunks=chunks, now=NOW)
     assert (first.stored, second.stored, second.duplicates) == (2, 0, 2)
-    stored = LogChunkRow.objects.order_by("start_offset")
+    stored = LogChunk.objects.order_by("start_offset")
     assert [c.job.external_id for c in stored] == ["100", "100"]
     assert "\x00" not in stored[1].text
 
 
 def test_a_longer_replay_of_a_log_chunk_replaces_the_shorter_one(mapped):
     source = DataSource.objects.create(cluster=mapped, kind="log_files", name="logs")
-    short = LogChunk("7/rank-0.log", "1:2", 0, 4, "a\nb\n", 2)
-    longer = LogChunk("7/rank-0.log", "1:2", 0, 6, "a\nb\nc\n", 3)
+    short = LogLines("7/rank-0.log", "1:2", 0, 4, "a\nb\n", 2)
+    longer = LogLines("7/rank-0.log", "1:2", 0, 6, "a\nb\nc\n", 3)
     log_chunks_ingest(source=source, chunks=[short], now=NOW)
     result = log_chunks_ingest(source=source, chunks=[longer], now=NOW)
     assert result.stored == 1
-    stored = LogChunkRow.objects.get()
+    stored = LogChunk.objects.get()
     assert (stored.end_offset, stored.text, stored.line_count) == (6, "a\nb\nc\n", 3)
     assert log_chunks_ingest(source=source, chunks=[short], now=NOW).duplicates == 1
 
