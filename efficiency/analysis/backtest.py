@@ -249,58 +249,142 @@ class _Tally:
         self.unmet_gpu_s = 0.0
 
 
-def run_backtest(
-    jobs: Sequence[BacktestJob],
-    policy: Policy,
-    *,
-    start_s: float,
-    end_s: float,
-    default_busy_fraction: float = 0.0,
-    record_starts: bool = False,
-) -> BacktestResult:
-    """Replay ``jobs`` through the quota scheduler of ``policy`` over ``[start_s, end_s)``.
+class _Replay:
+    """One policy's replay of the jobs over the window: the scheduler's state and one method per step.
 
-    The scheduling rules are those of the module docstring. ``default_busy_fraction`` stands in
-    for jobs without a measured ``busy_fraction``. ``record_starts`` fills ``starts`` (off by
-    default: it costs a list as long as ``jobs``).
+    ``run`` admits the jobs (running at the start, queued, skipped or outside the window), then
+    advances from one event instant to the next: jobs finish, jobs arrive, users give up, and each
+    GPU model starts what fits (guarantee first, then borrowing from the shared pool). GPU-seconds
+    are accounted per hour as jobs start, and ``summarise`` turns the state into the result.
+    The methods that run once per job or per instant bind what they use to locals first: attribute
+    lookups in their loops would slow the replay of a large cycle down measurably.
     """
-    if not end_s > start_s:
-        raise ValueError(f"window end {end_s} must be after its start {start_s}")
-    pools = shared_pools(policy)
-    capacity = policy.capacity
-    borrowing = policy.borrowing
-    quotas = policy.quotas
-    models = {model: _Model(pool) for model, pool in pools.items()}
-    lanes: dict[tuple[str, str], _Lane] = {}
-    tallies: dict[str, _Tally] = {queue: _Tally() for queue, _ in quotas}
 
-    def lane_for(queue: str, model: str) -> _Lane:
-        lane = lanes.get((queue, model))
+    __slots__ = (
+        "allocated_gpu_s",
+        "arrival_of",
+        "borrowing",
+        "busy_gpu_s",
+        "cancelled_count",
+        "capacity",
+        "completions",
+        "count",
+        "default_busy_fraction",
+        "duration_of",
+        "end_s",
+        "give_ups",
+        "gpus_of",
+        "hour_count",
+        "hour_gpu_s",
+        "hour_steps",
+        "jobs",
+        "key",
+        "lane_of",
+        "lanes",
+        "model_states",
+        "models",
+        "outside",
+        "pools",
+        "queued",
+        "quotas",
+        "running_count",
+        "skipped",
+        "start_s",
+        "started_count",
+        "started_ranks",
+        "starts",
+        "tallies",
+        "tally_of",
+        "unmet_gpu_s",
+        "waits",
+        "window_s",
+    )
+
+    def __init__(
+        self,
+        jobs: Sequence[BacktestJob],
+        policy: Policy,
+        *,
+        start_s: float,
+        end_s: float,
+        default_busy_fraction: float,
+        record_starts: bool,
+    ) -> None:
+        if not end_s > start_s:
+            raise ValueError(f"window end {end_s} must be after its start {start_s}")
+        self.pools = shared_pools(policy)
+        self.key = policy.key
+        self.capacity = policy.capacity
+        self.borrowing = policy.borrowing
+        self.quotas = policy.quotas
+        self.jobs = jobs
+        self.start_s = start_s
+        self.end_s = end_s
+        self.default_busy_fraction = default_busy_fraction
+        self.models = {model: _Model(pool) for model, pool in self.pools.items()}
+        self.model_states = list(self.models.values())
+        self.lanes: dict[tuple[str, str], _Lane] = {}
+        self.tallies: dict[str, _Tally] = {queue: _Tally() for queue, _ in policy.quotas}
+        self.window_s = end_s - start_s
+        self.hour_count = math.ceil(self.window_s / HOUR_S)
+        self.hour_gpu_s = [0.0] * self.hour_count  # partial-hour pieces
+        self.hour_steps = [0] * (self.hour_count + 1)  # difference array of GPUs held over whole hours
+        self.allocated_gpu_s = 0.0
+        self.busy_gpu_s = 0.0
+        self.starts: list[float | None] | None = [None] * len(jobs) if record_starts else None
+        # (finish, tie-break, lane, GPUs) of every running job, soonest first.
+        self.completions: list[tuple[float, int, _Lane, int]] = []
+        self.skipped = self.outside = self.running_count = 0
+        self.started_count = self.cancelled_count = 0
+        self.waits: list[float] = []
+        self.unmet_gpu_s = 0.0
+        # Set by ``admit``: the queued jobs by rank (position in submit order).
+        self.queued: list[int] = []
+        self.count = 0
+        self.gpus_of: list[int] = []
+        self.duration_of: list[float] = []
+        self.arrival_of: list[float] = []
+        self.give_ups: list[tuple[float, int]] = []
+        self.started_ranks = bytearray()
+        self.lane_of: list[_Lane] = []
+        self.tally_of: list[_Tally] = []
+
+    def run(self) -> BacktestResult:
+        """Admit the jobs, replay the window and summarise it."""
+        self.admit()
+        self.replay()
+        return self.summarise()
+
+    def lane(self, queue: str, model: str) -> _Lane:
+        lane = self.lanes.get((queue, model))
         if lane is None:
-            quota = quotas.get((queue, model))
+            quota = self.quotas.get((queue, model))
             guaranteed = quota.guaranteed_gpus if quota else 0
             limit = quota.borrowing_limit_gpus if quota else None
             lane = _Lane(queue, model, guaranteed, math.inf if limit is None else limit)
-            lanes[(queue, model)] = lane
-            lane.last_s = start_s
+            self.lanes[(queue, model)] = lane
+            lane.last_s = self.start_s
         return lane
 
-    window_s = end_s - start_s
-    hour_count = math.ceil(window_s / HOUR_S)
-    hour_gpu_s = [0.0] * hour_count  # partial-hour pieces
-    hour_steps = [0] * (hour_count + 1)  # difference array of GPUs held over whole hours
-    totals = [0.0, 0.0]  # allocated, busy GPU-seconds
+    def tally(self, queue: str) -> _Tally:
+        tally = self.tallies.get(queue)
+        if tally is None:
+            tally = self.tallies[queue] = _Tally()
+        return tally
 
-    def hold(gpus: int, begin: float, finish: float, busy_fraction: float, tally: _Tally) -> None:
-        # GPU-seconds of one job inside the window, into the totals and the hourly series.
+    def account(self, gpus: int, begin: float, finish: float, busy_fraction: float, tally: _Tally) -> None:
+        """GPU-seconds of one job inside the window, into the totals and the hourly series."""
+        start_s = self.start_s
         begin = max(begin, start_s)
-        finish = min(finish, end_s)
+        finish = min(finish, self.end_s)
         if finish <= begin:
             return
         gpu_s = gpus * (finish - begin)
-        totals[0] += gpu_s
-        totals[1] += gpu_s * busy_fraction
+        self.allocated_gpu_s += gpu_s
+        self.busy_gpu_s += gpu_s * busy_fraction
         tally.allocated_gpu_s += gpu_s
+        hour_count = self.hour_count
+        hour_gpu_s = self.hour_gpu_s
         first_s = begin - start_s
         last_s = finish - start_s
         first = int(first_s // HOUR_S)
@@ -312,110 +396,190 @@ def run_backtest(
         if last < hour_count:
             hour_gpu_s[last] += gpus * (last_s - last * HOUR_S)
         if last > first + 1:
-            hour_steps[first + 1] += gpus
-            hour_steps[last] -= gpus
+            self.hour_steps[first + 1] += gpus
+            self.hour_steps[last] -= gpus
 
-    starts: list[float | None] | None = [None] * len(jobs) if record_starts else None
-    completions: list[tuple[float, int, _Lane, int]] = []
-    queued: list[int] = []
-    skipped = outside = running_count = 0
-    for index, job in enumerate(jobs):
-        if job.gpu_model not in capacity or job.gpus <= 0:
-            skipped += 1
-            continue
-        if job.started_s is not None and job.started_s < start_s:
-            finish = job.started_s + job.duration_s
-            if finish <= start_s:
-                outside += 1
+    def admit(self) -> None:
+        """Sort the jobs: skipped, outside the window, running at its start (they hold their GPUs
+        at once), or queued; the queued ones are ranked by submit time for the replay."""
+        jobs = self.jobs
+        capacity = self.capacity
+        start_s = self.start_s
+        end_s = self.end_s
+        starts = self.starts
+        queued = self.queued
+        for index, job in enumerate(jobs):
+            if job.gpu_model not in capacity or job.gpus <= 0:
+                self.skipped += 1
                 continue
-            lane = lane_for(job.queue, job.gpu_model)
-            lane.used += job.gpus
-            running_count += 1
-            tally = tallies.get(job.queue) or tallies.setdefault(job.queue, _Tally())
+            if job.started_s is not None and job.started_s < start_s:
+                finish = job.started_s + job.duration_s
+                if finish <= start_s:
+                    self.outside += 1
+                    continue
+                lane = self.lane(job.queue, job.gpu_model)
+                lane.used += job.gpus
+                self.running_count += 1
+                tally = self.tally(job.queue)
+                tally.jobs += 1
+                tally.running_at_start += 1
+                fraction = job.busy_fraction if job.busy_fraction is not None else self.default_busy_fraction
+                self.account(job.gpus, start_s, finish, fraction, tally)
+                heapq.heappush(self.completions, (finish, -1 - index, lane, job.gpus))
+                if starts is not None:
+                    starts[index] = job.started_s
+                continue
+            if job.submit_s >= end_s or (
+                job.patience_s is not None and job.submit_s + job.patience_s <= start_s
+            ):
+                self.outside += 1
+                continue
+            queued.append(index)
+        for lane in self.lanes.values():
+            if lane.used > lane.guaranteed:
+                self.models[lane.model].pool_free -= lane.used - lane.guaranteed
+
+        queued.sort(key=lambda index: jobs[index].submit_s)  # stable: ties keep input order
+        # Everything below works on ranks (position in submit order): the FIFO and head-age order.
+        self.count = len(queued)
+        self.gpus_of = [jobs[index].gpus for index in queued]
+        self.duration_of = [jobs[index].duration_s for index in queued]
+        self.arrival_of = [max(jobs[index].submit_s, start_s) for index in queued]
+        # (when its user gives up, rank) of each job that was cancelled while waiting, soonest first.
+        self.give_ups = [
+            (jobs[index].submit_s + jobs[index].patience_s, rank)
+            for rank, index in enumerate(queued)
+            if jobs[index].patience_s is not None
+        ]
+        heapq.heapify(self.give_ups)
+        self.started_ranks = bytearray(self.count)
+        self.lane_of = [self.lane(jobs[index].queue, jobs[index].gpu_model) for index in queued]
+        tally_of = self.tally_of
+        for index in queued:
+            tally = self.tally(jobs[index].queue)
             tally.jobs += 1
-            tally.running_at_start += 1
-            fraction = job.busy_fraction if job.busy_fraction is not None else default_busy_fraction
-            hold(job.gpus, start_s, finish, fraction, tally)
-            heapq.heappush(completions, (finish, -1 - index, lane, job.gpus))
-            if starts is not None:
-                starts[index] = job.started_s
-            continue
-        if job.submit_s >= end_s or (job.patience_s is not None and job.submit_s + job.patience_s <= start_s):
-            outside += 1
-            continue
-        queued.append(index)
-    for lane in lanes.values():
-        if lane.used > lane.guaranteed:
-            models[lane.model].pool_free -= lane.used - lane.guaranteed
+            tally_of.append(tally)
 
-    queued.sort(key=lambda index: jobs[index].submit_s)  # stable: ties keep input order
-    # Everything below works on ranks (position in submit order): the FIFO and head-age order.
-    count = len(queued)
-    gpus_of = [jobs[index].gpus for index in queued]
-    duration_of = [jobs[index].duration_s for index in queued]
-    arrival_of = [max(jobs[index].submit_s, start_s) for index in queued]
-    # (when its user gives up, rank) of each job that was cancelled while waiting, soonest first.
-    give_ups = [
-        (jobs[index].submit_s + jobs[index].patience_s, rank)
-        for rank, index in enumerate(queued)
-        if jobs[index].patience_s is not None
-    ]
-    heapq.heapify(give_ups)
-    started_ranks = bytearray(count)
-    cancelled_count = 0
-    lane_of = [lane_for(jobs[index].queue, jobs[index].gpu_model) for index in queued]
-    tally_of = []
-    for index in queued:
-        queue = jobs[index].queue
-        tally = tallies.get(queue) or tallies.setdefault(queue, _Tally())
-        tally.jobs += 1
-        tally_of.append(tally)
-    waits: list[float] = []
-    unmet_gpu_s = 0.0
-    started_count = 0
-    model_states = list(models.values())
-    heappush = heapq.heappush
-    heappop = heapq.heappop
-    now = start_s
+    def replay(self) -> None:
+        """Advance from one event instant to the next until the window ends."""
+        arrival_of = self.arrival_of
+        completions = self.completions
+        give_ups = self.give_ups
+        model_states = self.model_states
+        borrowing = self.borrowing
+        count = self.count
+        end_s = self.end_s
+        finish = self.finish
+        arrive = self.arrive
+        give_up = self.give_up
+        schedule = self.schedule
+        inf = math.inf
+        next_rank = 0
+        while True:
+            next_arrival = arrival_of[next_rank] if next_rank < count else inf
+            next_completion = completions[0][0] if completions else inf
+            next_give_up = give_ups[0][0] if give_ups else inf
+            now = min(next_arrival, next_completion, next_give_up)
+            if now >= end_s:
+                break
+            if next_completion <= now:
+                finish(now)
+            if next_arrival <= now:
+                next_rank = arrive(now, next_rank)
+            if next_give_up <= now:
+                give_up(now)
+            for state in model_states:
+                if state.candidates or (
+                    state.pool_grew and borrowing and state.needs and state.needs[0] <= state.pool_free
+                ):
+                    schedule(state, now)
+                else:
+                    state.pool_grew = False
 
-    def start(rank: int, lane: _Lane, candidates: list) -> None:
-        nonlocal unmet_gpu_s, started_count
-        gpus = gpus_of[rank]
-        used = lane.used
-        borrowed = used - lane.guaranteed
-        if borrowed > 0:
-            lane.borrowed_gpu_s += borrowed * (now - lane.last_s)
-        lane.last_s = now
-        lane.used = used + gpus
-        lane.version += 1
-        lane.fifo.popleft()
-        started_ranks[rank] = 1
-        finish = now + duration_of[rank]
-        heappush(completions, (finish, rank, lane, gpus))
-        wait = now - arrival_of[rank]
-        waits.append(wait)
-        unmet_gpu_s += gpus * wait
-        tally = tally_of[rank]
-        tally.started += 1
-        tally.waits.append(wait)
-        tally.unmet_gpu_s += gpus * wait
-        started_count += 1
-        job = jobs[queued[rank]]
-        fraction = job.busy_fraction if job.busy_fraction is not None else default_busy_fraction
-        hold(gpus, now, finish, fraction, tally)
-        if starts is not None:
-            starts[queued[rank]] = now
-        if lane.fifo:
-            heappush(candidates, (lane.fifo[0], lane.version, lane))
+    def finish(self, now: float) -> None:
+        """Jobs ending at ``now`` release their GPUs: borrowed ones go back to the shared pool."""
+        completions = self.completions
+        models = self.models
+        heappop = heapq.heappop
+        heappush = heapq.heappush
+        while completions and completions[0][0] <= now:
+            _, _, lane, gpus = heappop(completions)
+            used = lane.used
+            guaranteed = lane.guaranteed
+            if used > guaranteed:
+                lane.borrowed_gpu_s += (used - guaranteed) * (now - lane.last_s)
+                released = used - guaranteed - max(0, used - gpus - guaranteed)
+                if released:
+                    state = models[lane.model]
+                    state.pool_free += released
+                    state.pool_grew = True
+            lane.last_s = now
+            lane.used = used - gpus
+            lane.version += 1
+            if lane.fifo:
+                heappush(models[lane.model].candidates, (lane.fifo[0], lane.version, lane))
 
-    def schedule(state: _Model) -> None:
-        # Heads in age order: candidates (heads whose queue changed) merged with pool-blocked heads
-        # that now fit the free pool. Starting a job only shrinks what is free, so a head that fails
-        # here cannot succeed later in the same instant and is not retried.
+    def arrive(self, now: float, next_rank: int) -> int:
+        """Jobs submitted by ``now`` join their queues; returns the rank of the next to arrive."""
+        arrival_of = self.arrival_of
+        lane_of = self.lane_of
+        models = self.models
+        count = self.count
+        while next_rank < count and arrival_of[next_rank] <= now:
+            lane = lane_of[next_rank]
+            lane.fifo.append(next_rank)
+            if len(lane.fifo) == 1:
+                lane.version += 1
+                heapq.heappush(models[lane.model].candidates, (next_rank, lane.version, lane))
+            next_rank += 1
+        return next_rank
+
+    def give_up(self, now: float) -> None:
+        """Jobs whose users gave up by ``now`` leave their queues unstarted; a head leaving lets the
+        next one be tried."""
+        give_ups = self.give_ups
+        started_ranks = self.started_ranks
+        arrival_of = self.arrival_of
+        gpus_of = self.gpus_of
+        while give_ups and give_ups[0][0] <= now:
+            _, rank = heapq.heappop(give_ups)
+            if started_ranks[rank]:
+                continue
+            lane = self.lane_of[rank]
+            if lane.fifo[0] == rank:
+                lane.fifo.popleft()
+                lane.version += 1
+                if lane.fifo:
+                    heapq.heappush(self.models[lane.model].candidates, (lane.fifo[0], lane.version, lane))
+            else:
+                lane.fifo.remove(rank)
+            wait = now - arrival_of[rank]
+            self.waits.append(wait)
+            self.unmet_gpu_s += gpus_of[rank] * wait
+            tally = self.tally_of[rank]
+            tally.cancelled += 1
+            tally.waits.append(wait)
+            tally.unmet_gpu_s += gpus_of[rank] * wait
+            self.cancelled_count += 1
+
+    def schedule(self, state: _Model, now: float) -> None:
+        """Start what fits of one GPU model at ``now``: heads within their guarantee, then heads
+        borrowing from the shared pool, oldest first.
+
+        Heads in age order: candidates (heads whose queue changed) merged with pool-blocked heads
+        that now fit the free pool. Starting a job only shrinks what is free, so a head that fails
+        here cannot succeed later in the same instant and is not retried.
+        """
         candidates = state.candidates
         buckets = state.buckets
         needs = state.needs
         free = state.pool_free
+        count = self.count
+        gpus_of = self.gpus_of
+        borrowing = self.borrowing
+        start = self.start
+        heappop = heapq.heappop
+        heappush = heapq.heappush
         while True:
             best_bucket = None
             best_rank = count
@@ -443,14 +607,14 @@ def run_backtest(
                 guaranteed = lane.guaranteed
                 wanted = used + gpus_of[rank]
                 if wanted <= guaranteed:
-                    start(rank, lane, candidates)
+                    start(rank, lane, candidates, now)
                     continue
                 if not borrowing or wanted - guaranteed > lane.limit:
                     continue  # only its own queue freeing GPUs can unblock it
                 extra = wanted - guaranteed - (used - guaranteed if used > guaranteed else 0)
                 if extra <= free:
                     free -= extra
-                    start(rank, lane, candidates)
+                    start(rank, lane, candidates, now)
                     continue
                 bucket = buckets.get(extra)
                 if bucket is None:
@@ -464,140 +628,142 @@ def run_backtest(
             used = lane.used
             extra = used + gpus_of[rank] - lane.guaranteed - max(0, used - lane.guaranteed)
             free -= extra
-            start(rank, lane, candidates)
+            start(rank, lane, candidates, now)
         state.pool_free = free
         state.pool_grew = False
 
-    def give_up(rank: int) -> None:
-        # The job left its queue unstarted: the head leaving lets the next one be tried.
-        nonlocal unmet_gpu_s, cancelled_count
-        lane = lane_of[rank]
-        if lane.fifo[0] == rank:
-            lane.fifo.popleft()
-            lane.version += 1
-            if lane.fifo:
-                heappush(models[lane.model].candidates, (lane.fifo[0], lane.version, lane))
-        else:
-            lane.fifo.remove(rank)
-        wait = now - arrival_of[rank]
-        waits.append(wait)
-        unmet_gpu_s += gpus_of[rank] * wait
-        tally = tally_of[rank]
-        tally.cancelled += 1
-        tally.waits.append(wait)
-        tally.unmet_gpu_s += gpus_of[rank] * wait
-        cancelled_count += 1
-
-    next_rank = 0
-    while True:
-        next_arrival = arrival_of[next_rank] if next_rank < count else math.inf
-        next_completion = completions[0][0] if completions else math.inf
-        next_give_up = give_ups[0][0] if give_ups else math.inf
-        now = min(next_arrival, next_completion, next_give_up)
-        if now >= end_s:
-            break
-        while completions and completions[0][0] <= now:
-            _, _, lane, gpus = heappop(completions)
-            used = lane.used
-            guaranteed = lane.guaranteed
-            if used > guaranteed:
-                lane.borrowed_gpu_s += (used - guaranteed) * (now - lane.last_s)
-                released = used - guaranteed - max(0, used - gpus - guaranteed)
-                if released:
-                    state = models[lane.model]
-                    state.pool_free += released
-                    state.pool_grew = True
-            lane.last_s = now
-            lane.used = used - gpus
-            lane.version += 1
-            if lane.fifo:
-                heappush(models[lane.model].candidates, (lane.fifo[0], lane.version, lane))
-        while next_rank < count and arrival_of[next_rank] <= now:
-            lane = lane_of[next_rank]
-            lane.fifo.append(next_rank)
-            if len(lane.fifo) == 1:
-                lane.version += 1
-                heappush(models[lane.model].candidates, (next_rank, lane.version, lane))
-            next_rank += 1
-        while give_ups and give_ups[0][0] <= now:
-            _, rank = heappop(give_ups)
-            if not started_ranks[rank]:
-                give_up(rank)
-        for state in model_states:
-            if state.candidates or (
-                state.pool_grew and borrowing and state.needs and state.needs[0] <= state.pool_free
-            ):
-                schedule(state)
-            else:
-                state.pool_grew = False
-
-    waiting_count = 0
-    for lane in lanes.values():
-        borrowed = lane.used - lane.guaranteed
+    def start(self, rank: int, lane: _Lane, candidates: list, now: float) -> None:
+        """Start the head ``rank`` of ``lane`` at ``now``; its successor becomes a candidate."""
+        gpus = self.gpus_of[rank]
+        used = lane.used
+        borrowed = used - lane.guaranteed
         if borrowed > 0:
-            lane.borrowed_gpu_s += borrowed * (end_s - lane.last_s)
-        for rank in lane.fifo:
-            wait = end_s - arrival_of[rank]
-            waits.append(wait)
-            unmet_gpu_s += gpus_of[rank] * wait
-            tally = tally_of[rank]
-            tally.waiting += 1
-            tally.waits.append(wait)
-            tally.unmet_gpu_s += gpus_of[rank] * wait
-            waiting_count += 1
+            lane.borrowed_gpu_s += borrowed * (now - lane.last_s)
+        lane.last_s = now
+        lane.used = used + gpus
+        lane.version += 1
+        lane.fifo.popleft()
+        self.started_ranks[rank] = 1
+        finish = now + self.duration_of[rank]
+        heapq.heappush(self.completions, (finish, rank, lane, gpus))
+        wait = now - self.arrival_of[rank]
+        self.waits.append(wait)
+        self.unmet_gpu_s += gpus * wait
+        tally = self.tally_of[rank]
+        tally.started += 1
+        tally.waits.append(wait)
+        tally.unmet_gpu_s += gpus * wait
+        self.started_count += 1
+        index = self.queued[rank]
+        fraction = self.jobs[index].busy_fraction
+        self.account(gpus, now, finish, self.default_busy_fraction if fraction is None else fraction, tally)
+        if self.starts is not None:
+            self.starts[index] = now
+        if lane.fifo:
+            heapq.heappush(candidates, (lane.fifo[0], lane.version, lane))
 
-    borrowed_by_queue: dict[str, float] = {}
-    for lane in lanes.values():
-        borrowed_by_queue[lane.queue] = borrowed_by_queue.get(lane.queue, 0.0) + lane.borrowed_gpu_s
-    queues = {}
-    for queue, tally in sorted(tallies.items()):
-        ordered = sorted(tally.waits)
-        queues[queue] = QueueResult(
-            queue=queue,
-            jobs=tally.jobs,
-            started=tally.started,
-            waiting_at_end=tally.waiting,
-            wait_p50_s=percentile_sorted(ordered, 50),
-            wait_p95_s=percentile_sorted(ordered, 95),
-            allocated_gpu_hours=tally.allocated_gpu_s / HOUR_S,
-            borrowed_gpu_hours=borrowed_by_queue.get(queue, 0.0) / HOUR_S,
-            unmet_gpu_hours=tally.unmet_gpu_s / HOUR_S,
-            running_at_start=tally.running_at_start,
-            cancelled=tally.cancelled,
+    def summarise(self) -> BacktestResult:
+        """The window's figures: jobs still waiting at its end count with their wait up to it."""
+        end_s = self.end_s
+        arrival_of = self.arrival_of
+        gpus_of = self.gpus_of
+        tally_of = self.tally_of
+        waits = self.waits
+        unmet_gpu_s = self.unmet_gpu_s
+        waiting_count = 0
+        for lane in self.lanes.values():
+            borrowed = lane.used - lane.guaranteed
+            if borrowed > 0:
+                lane.borrowed_gpu_s += borrowed * (end_s - lane.last_s)
+            for rank in lane.fifo:
+                wait = end_s - arrival_of[rank]
+                waits.append(wait)
+                unmet_gpu_s += gpus_of[rank] * wait
+                tally = tally_of[rank]
+                tally.waiting += 1
+                tally.waits.append(wait)
+                tally.unmet_gpu_s += gpus_of[rank] * wait
+                waiting_count += 1
+
+        borrowed_by_queue: dict[str, float] = {}
+        for lane in self.lanes.values():
+            borrowed_by_queue[lane.queue] = borrowed_by_queue.get(lane.queue, 0.0) + lane.borrowed_gpu_s
+        queues = {}
+        for queue, tally in sorted(self.tallies.items()):
+            ordered = sorted(tally.waits)
+            queues[queue] = QueueResult(
+                queue=queue,
+                jobs=tally.jobs,
+                started=tally.started,
+                waiting_at_end=tally.waiting,
+                wait_p50_s=percentile_sorted(ordered, 50),
+                wait_p95_s=percentile_sorted(ordered, 95),
+                allocated_gpu_hours=tally.allocated_gpu_s / HOUR_S,
+                borrowed_gpu_hours=borrowed_by_queue.get(queue, 0.0) / HOUR_S,
+                unmet_gpu_hours=tally.unmet_gpu_s / HOUR_S,
+                running_at_start=tally.running_at_start,
+                cancelled=tally.cancelled,
+            )
+
+        hourly = []
+        whole_hour_gpus = 0
+        for hour in range(self.hour_count):
+            whole_hour_gpus += self.hour_steps[hour]
+            length_s = min(HOUR_S, self.window_s - hour * HOUR_S)
+            hourly.append((self.hour_gpu_s[hour] + whole_hour_gpus * HOUR_S) / length_s)
+
+        waits.sort()
+        capacity_gpu_s = sum(self.capacity.values()) * self.window_s
+        allocated_gpu_s = self.allocated_gpu_s
+        busy_gpu_s = self.busy_gpu_s
+        return BacktestResult(
+            key=self.key,
+            capacity_gpu_s=capacity_gpu_s,
+            allocated_gpu_s=allocated_gpu_s,
+            busy_gpu_s=busy_gpu_s,
+            allocation_rate=allocated_gpu_s / capacity_gpu_s if capacity_gpu_s else 0.0,
+            utilization=busy_gpu_s / capacity_gpu_s if capacity_gpu_s else 0.0,
+            wait_p50_s=percentile_sorted(waits, 50),
+            wait_p95_s=percentile_sorted(waits, 95),
+            unmet_gpu_hours=unmet_gpu_s / HOUR_S,
+            jobs_total=self.running_count + self.started_count + waiting_count + self.cancelled_count,
+            jobs_started=self.started_count,
+            jobs_waiting_at_end=waiting_count,
+            skipped_jobs=self.skipped,
+            queues=queues,
+            hourly_allocated_gpus=hourly,
+            jobs_running_at_start=self.running_count,
+            jobs_outside_window=self.outside,
+            shared_pool_gpus=self.pools,
+            starts=tuple(self.starts) if self.starts is not None else None,
+            jobs_cancelled=self.cancelled_count,
         )
 
-    hourly = []
-    whole_hour_gpus = 0
-    for hour in range(hour_count):
-        whole_hour_gpus += hour_steps[hour]
-        length_s = min(HOUR_S, window_s - hour * HOUR_S)
-        hourly.append((hour_gpu_s[hour] + whole_hour_gpus * HOUR_S) / length_s)
 
-    waits.sort()
-    capacity_gpu_s = sum(capacity.values()) * window_s
-    allocated_gpu_s, busy_gpu_s = totals
-    return BacktestResult(
-        key=policy.key,
-        capacity_gpu_s=capacity_gpu_s,
-        allocated_gpu_s=allocated_gpu_s,
-        busy_gpu_s=busy_gpu_s,
-        allocation_rate=allocated_gpu_s / capacity_gpu_s if capacity_gpu_s else 0.0,
-        utilization=busy_gpu_s / capacity_gpu_s if capacity_gpu_s else 0.0,
-        wait_p50_s=percentile_sorted(waits, 50),
-        wait_p95_s=percentile_sorted(waits, 95),
-        unmet_gpu_hours=unmet_gpu_s / HOUR_S,
-        jobs_total=running_count + started_count + waiting_count + cancelled_count,
-        jobs_started=started_count,
-        jobs_waiting_at_end=waiting_count,
-        skipped_jobs=skipped,
-        queues=queues,
-        hourly_allocated_gpus=hourly,
-        jobs_running_at_start=running_count,
-        jobs_outside_window=outside,
-        shared_pool_gpus=pools,
-        starts=tuple(starts) if starts is not None else None,
-        jobs_cancelled=cancelled_count,
+def run_backtest(
+    jobs: Sequence[BacktestJob],
+    policy: Policy,
+    *,
+    start_s: float,
+    end_s: float,
+    default_busy_fraction: float = 0.0,
+    record_starts: bool = False,
+) -> BacktestResult:
+    """Replay ``jobs`` through the quota scheduler of ``policy`` over ``[start_s, end_s)``.
+
+    The scheduling rules are those of the module docstring. ``default_busy_fraction`` stands in
+    for jobs without a measured ``busy_fraction``. ``record_starts`` fills ``starts`` (off by
+    default: it costs a list as long as ``jobs``).
+    """
+    replay = _Replay(
+        jobs,
+        policy,
+        start_s=start_s,
+        end_s=end_s,
+        default_busy_fraction=default_busy_fraction,
+        record_starts=record_starts,
     )
+    return replay.run()
 
 
 def backtest_jobs(rows: Sequence[JobHistory], *, start_s: float, end_s: float) -> list[BacktestJob]:

@@ -245,6 +245,25 @@ def test_starts_are_not_recorded_unless_asked_for():
     assert run_backtest([job("a", 1, 0, 1)], policy({"a": 1}), start_s=START, end_s=at(1)).starts is None
 
 
+def test_a_job_whose_user_gave_up_behind_the_head_leaves_without_unblocking_the_queue():
+    # 2 GPUs guaranteed to "a". a1 holds both 0-3 h; a2 (2 GPUs, 2 h) waits at the head from 0 h.
+    # a3 (1 GPU) arrives at 0.5 h behind it and its user gives up after 1 h, at 1.5 h: it leaves
+    # from the middle of the queue and a4 (1 GPU, 1 h) behind it stays blocked by a2.
+    # At 3 h a2 starts; a4 starts at 5 h when a2 ends. Waits: a1 0, a2 3 h, a3 1 h, a4 4 h (p50 2 h);
+    # unmet 2 x 3 + 1 x 1 + 1 x 4 = 11 GPU-h.
+    jobs = [
+        job("a", 2, 0, 3),
+        job("a", 2, 0, 2),
+        job("a", 1, 0.5, 1, patience_s=1 * H),
+        job("a", 1, 1, 1),
+    ]
+    result = run(jobs, policy({"a": 2}, capacity=2), 6)
+    assert started_h(result) == [0, 3, None, 5]
+    assert (result.jobs_started, result.jobs_cancelled, result.jobs_waiting_at_end) == (3, 1, 0)
+    assert result.unmet_gpu_hours == 11
+    assert result.queues["a"].wait_p50_s == 2 * H
+
+
 # --- a slow reference implementation, written straight from the rules -------------------------
 
 
