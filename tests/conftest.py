@@ -8,8 +8,7 @@ from django.utils import translation
 from hypothesis import settings as hypothesis_settings
 
 from efficiency.choices import Role, SourceKind
-from efficiency.models import DataSource
-from tests.factories import DepartmentFactory, JobFactory, NodeFactory, UserFactory
+from tests.factories import DataSourceFactory, DepartmentFactory, JobFactory, NodeFactory, UserFactory
 
 PASSWORD = "correct horse battery"
 
@@ -61,7 +60,7 @@ def org(db):
     job_b = JobFactory(department=dept_b, cluster=node_a.cluster, name="radar-train")
     job_b.nodes.add(node_b)
     # Its shipper forwards the nodes' kernel logs too (kern/<host>.log), as the fault tests need.
-    source = DataSource.objects.create(
+    source = DataSourceFactory(
         cluster=node_a.cluster, kind=SourceKind.LOG_PUSH, name="push", config={"kernel_logs": True}
     )
     return type(
