@@ -12,11 +12,10 @@ import pytest
 from django.utils.module_loading import import_string
 
 from efficiency.choices import SourceKind
-from efficiency.models import DataSource
 from efficiency.services import sources
 from efficiency.services.sources import SourceConfigError, source_collect
 from efficiency.tasks import collect_source_task
-from tests.factories import ClusterFactory
+from tests.factories import DataSourceFactory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +76,7 @@ def test_lines_written_during_a_request_carry_its_id_and_none_leak_after_it(clie
 
 def test_a_failed_collection_in_a_task_logs_the_source_the_reason_and_the_task(db, json_log):
     # A push source cannot be collected periodically: a configuration error, stored and logged.
-    source = DataSource.objects.create(cluster=ClusterFactory(), kind=SourceKind.LOG_PUSH, name="push")
+    source = DataSourceFactory(kind=SourceKind.LOG_PUSH)
 
     result = collect_source_task.apply(args=[source.pk])
 
@@ -93,9 +92,7 @@ def test_a_failed_collection_in_a_task_logs_the_source_the_reason_and_the_task(d
 
 
 def test_an_unexpected_collection_error_is_logged_with_its_traceback(db, json_log, monkeypatch):
-    source = DataSource.objects.create(
-        cluster=ClusterFactory(), kind=SourceKind.DCGM_SCRAPE, name="dcgm", config={"urls": []}
-    )
+    source = DataSourceFactory(kind=SourceKind.DCGM_SCRAPE, config={"urls": []})
 
     def broken(*args, **kwargs):
         raise KeyError("bug")
