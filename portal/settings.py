@@ -70,6 +70,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request id is on every log line of the request, redirects and refusals included.
+    "efficiency.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -342,11 +344,23 @@ CELERY_BEAT_SCHEDULE = {
 # A worker heartbeat older than this makes /healthz report the workers as stale.
 PORTAL_WORKER_STALE_AFTER_S = env_int("PORTAL_WORKER_STALE_AFTER_S", 180)
 
+# Logs: one JSON object a line in production (LOG_FORMAT=json), a readable line in development
+# (LOG_FORMAT=text); each carries the request id (X-Request-ID, echoed in the response) or the
+# Celery task id and name it was written under (efficiency.logging).
+LOG_FORMAT = env_str("LOG_FORMAT", "json" if PRODUCTION else "text")
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use 'json' or 'text'.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "efficiency.logging.LogContextFilter"}},
+    "formatters": {
+        "json": {"()": "efficiency.logging.PortalJsonFormatter"},
+        "text": {"()": "efficiency.logging.PortalTextFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

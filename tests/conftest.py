@@ -1,15 +1,26 @@
+import os
 import tempfile
 from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
 from django.utils import translation
+from hypothesis import settings as hypothesis_settings
 
 from efficiency.choices import Role, SourceKind
-from efficiency.models import DataSource
-from tests.factories import DepartmentFactory, JobFactory, NodeFactory, UserFactory
+from tests.factories import DataSourceFactory, DepartmentFactory, JobFactory, NodeFactory, UserFactory
 
 PASSWORD = "correct horse battery"
+
+# Property tests: a few examples while you work ("dev", the default), many more in CI
+# (.ci/run sets HYPOTHESIS_PROFILE=ci), with the blob that reproduces a failure printed. Tests on
+# the database are slow per example, so no deadline. A test should not set max_examples itself:
+# a pinned number defeats both profiles.
+hypothesis_settings.register_profile("dev", max_examples=10, deadline=None)
+hypothesis_settings.register_profile(
+    "ci", max_examples=100, deadline=None, derandomize=False, print_blob=True
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 TEST_SOURCE_ROOTS = (tempfile.gettempdir(), str(Path(__file__).resolve().parent / "fixtures"))
 
 
@@ -49,7 +60,7 @@ def org(db):
     job_b = JobFactory(department=dept_b, cluster=node_a.cluster, name="radar-train")
     job_b.nodes.add(node_b)
     # Its shipper forwards the nodes' kernel logs too (kern/<host>.log), as the fault tests need.
-    source = DataSource.objects.create(
+    source = DataSourceFactory(
         cluster=node_a.cluster, kind=SourceKind.LOG_PUSH, name="push", config={"kernel_logs": True}
     )
     return type(

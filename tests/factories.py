@@ -1,14 +1,80 @@
-"""One factory per model, with realistic defaults."""
+"""One factory per model, with realistic defaults.
 
-from datetime import timedelta
+Times default to the wall clock; a test that controls time passes its own (``occurred_at=T0``).
+Rows the portal derives (rollups, classifications) have factories too, for selector and view
+tests that need a known state without running the pipeline; the pipeline itself is tested from
+raw input.
+"""
+
+from datetime import UTC, datetime, timedelta
 
 import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from efficiency.choices import JobSource, JobState, MappingKind, Role
-from efficiency.models import Cluster, Department, DepartmentMapping, Gpu, Job, Node
+from efficiency.choices import (
+    ActionKind,
+    CapacityAlertKind,
+    FaultCategory,
+    IncidentStatus,
+    JobSource,
+    JobState,
+    MappingKind,
+    NodeClass,
+    NodeState,
+    QuotaCycleStatus,
+    QuotaEventKind,
+    Role,
+    RunStatus,
+    Severity,
+    SignalSource,
+    SourceKind,
+)
+from efficiency.models import (
+    ActuatorConfig,
+    ApiToken,
+    CapacityAlert,
+    Cluster,
+    DataSource,
+    Department,
+    DepartmentHour,
+    DepartmentMapping,
+    FaultPolicy,
+    FaultScanCursor,
+    FaultSignal,
+    Gpu,
+    GpuSample,
+    Incident,
+    IncidentAction,
+    Job,
+    JobHour,
+    LogChunk,
+    Node,
+    NodeClassification,
+    NodeDay,
+    NodeHour,
+    NodeStateChange,
+    Quota,
+    QuotaBacktest,
+    QuotaCycle,
+    QuotaEvent,
+    QuotaObjection,
+    RollupDirtyHour,
+    ScopeHour,
+    SourceRun,
+    WorkerHeartbeat,
+)
+from efficiency.models.tokens import token_digest
 from efficiency.services.organisation import user_role_assign
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _hour_ago() -> datetime:
+    return (timezone.now() - timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+
+
+# --- Inventory and jobs ------------------------------------------------------------------------
 
 
 class ClusterFactory(factory.django.DjangoModelFactory):
@@ -44,7 +110,7 @@ class NodeFactory(factory.django.DjangoModelFactory):
 
     cluster = factory.SubFactory(ClusterFactory)
     hostname = factory.Sequence(lambda n: f"gpu-{n:03d}")
-    gpu_model = "NVIDIA H100 80GB HBM3"
+    gpu_model = H100
     gpu_count = 8
     rdma_capable = True
     fault_domain = "rack-01"
@@ -75,7 +141,7 @@ class JobFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"train-bev-{n}")
     state = JobState.RUNNING
     gpu_count = 8
-    gpu_model = "NVIDIA H100 80GB HBM3"
+    gpu_model = H100
     node_count = 1
     submitted_at = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=3))
     started_at = factory.LazyAttribute(lambda o: o.submitted_at + timedelta(minutes=10))
@@ -97,3 +163,391 @@ class UserFactory(factory.django.DjangoModelFactory):
             role, *codes = extracted if isinstance(extracted, tuple) else (extracted,)
             user_role_assign(user=self, role=Role(role), department_codes=tuple(codes))
         self.save()
+
+
+# --- Data sources and telemetry ----------------------------------------------------------------
+
+
+class DataSourceFactory(factory.django.DjangoModelFactory):
+    """A log push source by default (it needs no configuration); pass ``kind`` and ``config``."""
+
+    class Meta:
+        model = DataSource
+
+    cluster = factory.SubFactory(ClusterFactory)
+    kind = SourceKind.LOG_PUSH
+    name = factory.Sequence(lambda n: f"source-{n}")
+    config = factory.LazyFunction(dict)
+
+
+class SourceRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = SourceRun
+
+    source = factory.SubFactory(DataSourceFactory)
+    started_at = factory.LazyFunction(lambda: timezone.now() - timedelta(seconds=30))
+    finished_at = factory.LazyAttribute(lambda o: o.started_at + timedelta(seconds=2))
+    status = RunStatus.OK
+    received = 10
+    stored = 10
+
+
+class GpuSampleFactory(factory.django.DjangoModelFactory):
+    """One raw sample of one GPU, 30 s interval, busy at 60%."""
+
+    class Meta:
+        model = GpuSample
+
+    node = factory.SubFactory(NodeFactory)
+    gpu_index = 0
+    ts = factory.LazyFunction(lambda: timezone.now().replace(microsecond=0))
+    interval_s = 30
+    util_pct = 60.0
+    gr_engine_active_pct = 60.0
+    sm_active_pct = 45.0
+    fb_used_mib = 40_000.0
+    power_w = 450.0
+    temp_c = 55.0
+    ecc_dbe_total = 0.0
+    xid_last = 0
+
+
+class LogChunkFactory(factory.django.DjangoModelFactory):
+    """One stored piece of a log stream; offsets follow the text's length in bytes."""
+
+    class Meta:
+        model = LogChunk
+
+    source = factory.SubFactory(DataSourceFactory)
+    stream = "job-1001/rank-0.log"
+    file_id = "f1"
+    start_offset = factory.Sequence(lambda n: n * 10_000)
+    text = "step 100 loss 2.31\n"
+    end_offset = factory.LazyAttribute(lambda o: o.start_offset + len(o.text.encode()))
+    line_count = factory.LazyAttribute(lambda o: o.text.count("\n"))
+    received_at = factory.LazyFunction(timezone.now)
+
+
+class RollupDirtyHourFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RollupDirtyHour
+
+    cluster = factory.SubFactory(ClusterFactory)
+    hour = factory.LazyFunction(_hour_ago)
+    marked_at = factory.LazyFunction(timezone.now)
+
+
+class NodeHourFactory(factory.django.DjangoModelFactory):
+    """One node-hour: 8 GPUs available and allocated the whole hour, sampled throughout, 60% busy."""
+
+    class Meta:
+        model = NodeHour
+
+    node = factory.SubFactory(NodeFactory)
+    hour = factory.LazyFunction(_hour_ago)
+    cluster = factory.LazyAttribute(lambda o: o.node.cluster)
+    owner_department = factory.LazyAttribute(lambda o: o.node.owner_department)
+    gpu_count = factory.LazyAttribute(lambda o: o.node.gpu_count)
+    available_gpu_s = factory.LazyAttribute(lambda o: o.gpu_count * 3600.0)
+    allocated_gpu_s = factory.LazyAttribute(lambda o: o.available_gpu_s)
+    sampled_gpu_s = factory.LazyAttribute(lambda o: o.available_gpu_s)
+    busy_gpu_s = factory.LazyAttribute(lambda o: 0.6 * o.sampled_gpu_s)
+    gpu_util_busy_gpu_s = factory.LazyAttribute(lambda o: o.busy_gpu_s)
+    sm_active_busy_gpu_s = factory.LazyAttribute(lambda o: 0.75 * o.busy_gpu_s)
+    fb_used_mib_avg = 40_000.0
+    power_w_avg = 450.0
+    temp_c_max = 62.0
+    sample_count = factory.LazyAttribute(lambda o: o.gpu_count * 120)
+
+
+class DepartmentHourFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DepartmentHour
+
+    node = factory.SubFactory(NodeFactory)
+    hour = factory.LazyFunction(_hour_ago)
+    department = factory.LazyAttribute(lambda o: o.node.owner_department)
+    allocated_gpu_s = 8 * 3600.0
+    busy_gpu_s = factory.LazyAttribute(lambda o: 0.6 * o.allocated_gpu_s)
+    job_count = 1
+
+
+class JobHourFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = JobHour
+
+    job = factory.SubFactory(JobFactory)
+    hour = factory.LazyFunction(_hour_ago)
+    department = factory.LazyAttribute(lambda o: o.job.department)
+    allocated_gpu_s = factory.LazyAttribute(lambda o: o.job.gpu_count * 3600.0)
+    busy_gpu_s = factory.LazyAttribute(lambda o: 0.6 * o.allocated_gpu_s)
+
+
+class ScopeHourFactory(factory.django.DjangoModelFactory):
+    """One hour of a department's (or, with ``department=None``, the cluster's) totals."""
+
+    class Meta:
+        model = ScopeHour
+
+    cluster = factory.SubFactory(ClusterFactory)
+    hour = factory.LazyFunction(_hour_ago)
+    department = factory.SubFactory(DepartmentFactory)
+    available_gpu_s = 8 * 3600.0
+    allocated_gpu_s = factory.LazyAttribute(lambda o: o.available_gpu_s)
+    sampled_gpu_s = factory.LazyAttribute(lambda o: o.available_gpu_s)
+    busy_gpu_s = factory.LazyAttribute(lambda o: 0.6 * o.sampled_gpu_s)
+
+
+class NodeDayFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = NodeDay
+
+    node = factory.SubFactory(NodeFactory)
+    day = factory.LazyFunction(lambda: (timezone.now() - timedelta(days=1)).date())
+    cluster = factory.LazyAttribute(lambda o: o.node.cluster)
+    owner_department = factory.LazyAttribute(lambda o: o.node.owner_department)
+    available_gpu_s = factory.LazyAttribute(lambda o: o.node.gpu_count * 86_400.0)
+    allocated_gpu_s = factory.LazyAttribute(lambda o: o.available_gpu_s)
+    sampled_gpu_s = factory.LazyAttribute(lambda o: o.available_gpu_s)
+    busy_gpu_s = factory.LazyAttribute(lambda o: 0.6 * o.sampled_gpu_s)
+
+
+class NodeClassificationFactory(factory.django.DjangoModelFactory):
+    """A steady node over the two weeks that ended at the last UTC midnight."""
+
+    class Meta:
+        model = NodeClassification
+
+    node = factory.SubFactory(NodeFactory)
+    cycle_end = factory.LazyFunction(
+        lambda: timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    )
+    cycle_start = factory.LazyAttribute(lambda o: o.cycle_end - timedelta(days=14))
+    node_class = NodeClass.STEADY
+    covered_hours = 336
+    mean_util_pct = 55.0
+    idle_hour_share = 0.0
+    hot_hour_share = 0.1
+    stddev_pct = 8.0
+    reason = "steady"
+    computed_at = factory.LazyAttribute(lambda o: o.cycle_end + timedelta(minutes=20))
+
+
+# --- Faults ------------------------------------------------------------------------------------
+
+
+class IncidentFactory(factory.django.DjangoModelFactory):
+    """An open, located GPU hardware incident (Xid 79) of a running job on its node."""
+
+    class Meta:
+        model = Incident
+
+    cluster = factory.SubFactory(ClusterFactory)
+    department = factory.SubFactory(DepartmentFactory)
+    node = factory.SubFactory(NodeFactory, cluster=factory.SelfAttribute("..cluster"), owner_department=None)
+    job = factory.SubFactory(
+        JobFactory,
+        cluster=factory.SelfAttribute("..cluster"),
+        department=factory.SelfAttribute("..department"),
+    )
+    gpu_index = 3
+    category = FaultCategory.HARDWARE_GPU
+    severity = Severity.CRITICAL
+    code = "79"
+    title = "xid-79"
+    status = IncidentStatus.OPEN
+    occurred_at = factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=5))
+    detected_at = factory.LazyAttribute(lambda o: o.occurred_at + timedelta(minutes=1))
+    located_at = factory.LazyAttribute(lambda o: o.detected_at)
+    gpu_count = factory.LazyAttribute(lambda o: o.job.gpu_count if o.job else 0)
+    confirmed = True
+
+
+class FaultSignalFactory(factory.django.DjangoModelFactory):
+    """One trusted kernel-log Xid 79 line on a node."""
+
+    class Meta:
+        model = FaultSignal
+
+    cluster = factory.SubFactory(ClusterFactory)
+    evidence_key = factory.Sequence(lambda n: f"log:kern/gpu.log:{n * 200}")
+    source = SignalSource.LOG
+    signature_id = "xid-79"
+    category = FaultCategory.HARDWARE_GPU
+    severity = Severity.CRITICAL
+    code = "79"
+    node = factory.SubFactory(NodeFactory, cluster=factory.SelfAttribute("..cluster"))
+    gpu_index = 3
+    occurred_at = factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=5))
+    detected_at = factory.LazyAttribute(lambda o: o.occurred_at + timedelta(seconds=30))
+    message = "NVRM: Xid (PCI:0000:07:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+    trusted = True
+
+
+class IncidentActionFactory(factory.django.DjangoModelFactory):
+    """A dry-run notification of an incident."""
+
+    class Meta:
+        model = IncidentAction
+
+    incident = factory.SubFactory(IncidentFactory)
+    kind = ActionKind.NOTIFY
+    actuator = "webhook"
+    dry_run = True
+    ok = True
+    summary = "would notify"
+    requested_at = factory.LazyFunction(timezone.now)
+
+
+class NodeStateChangeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = NodeStateChange
+
+    node = factory.SubFactory(NodeFactory)
+    at = factory.LazyFunction(timezone.now)
+    state = NodeState.ISOLATED
+    previous_state = NodeState.ACTIVE
+
+
+class FaultPolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = FaultPolicy
+        django_get_or_create = ["category"]
+
+    category = FaultCategory.HARDWARE_GPU
+    isolate_node = True
+    restart_job = True
+    notify = True
+
+
+class ActuatorConfigFactory(factory.django.DjangoModelFactory):
+    """A command actuator that runs ``true`` (it succeeds and changes nothing)."""
+
+    class Meta:
+        model = ActuatorConfig
+        django_get_or_create = ["name"]
+
+    name = factory.Sequence(lambda n: f"actuator-{n}")
+    action = ActionKind.ISOLATE_NODE
+    config = factory.LazyFunction(lambda: {"type": "command", "argv": ["true", "{incident_id}"]})
+    dry_run = False
+
+
+class FaultScanCursorFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = FaultScanCursor
+
+    source = factory.SubFactory(DataSourceFactory)
+    last_chunk_id = 0
+
+
+# --- Quotas ------------------------------------------------------------------------------------
+
+
+class QuotaCycleFactory(factory.django.DjangoModelFactory):
+    """An approved two-week cycle that began two days ago, 32 H100 of capacity."""
+
+    class Meta:
+        model = QuotaCycle
+
+    cluster = factory.SubFactory(ClusterFactory)
+    start = factory.LazyFunction(lambda: timezone.now() - timedelta(days=2))
+    end = factory.LazyAttribute(lambda o: o.start + timedelta(days=14))
+    status = QuotaCycleStatus.APPROVED
+    capacity = factory.LazyFunction(lambda: {H100: 32})
+    created_at = factory.LazyAttribute(lambda o: o.start - timedelta(days=3))
+
+
+class QuotaFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Quota
+
+    cycle = factory.SubFactory(QuotaCycleFactory)
+    department = factory.SubFactory(DepartmentFactory)
+    gpu_model = H100
+    guaranteed_gpus = 8
+
+
+class QuotaObjectionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = QuotaObjection
+
+    cycle = factory.SubFactory(QuotaCycleFactory, status=QuotaCycleStatus.PROPOSED)
+    department = factory.SubFactory(DepartmentFactory)
+    author = factory.SubFactory("tests.factories.UserFactory")
+    text = "We start a new training campaign next week and need our 16 GPUs back."
+    created_at = factory.LazyFunction(timezone.now)
+
+
+class QuotaEventFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = QuotaEvent
+
+    cycle = factory.SubFactory(QuotaCycleFactory)
+    kind = QuotaEventKind.CREATED
+    at = factory.LazyFunction(timezone.now)
+
+
+class QuotaBacktestFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = QuotaBacktest
+
+    cycle = factory.SubFactory(QuotaCycleFactory)
+    computed_at = factory.LazyFunction(timezone.now)
+    window_start = factory.LazyAttribute(lambda o: o.cycle.start - timedelta(days=14))
+    window_end = factory.LazyAttribute(lambda o: o.cycle.start)
+    job_count = 120
+    duration_s = 0.4
+    results = factory.LazyFunction(
+        lambda: [
+            {"key": "fixed", "allocation_rate": 0.55, "wait_p95_s": 7200.0},
+            {"key": "cycle", "allocation_rate": 0.6, "wait_p95_s": 1800.0},
+        ]
+    )
+
+
+class CapacityAlertFactory(factory.django.DjangoModelFactory):
+    """An open alert: the H100 shared pool ran out while jobs waited."""
+
+    class Meta:
+        model = CapacityAlert
+
+    cluster = factory.SubFactory(ClusterFactory)
+    gpu_model = H100
+    kind = CapacityAlertKind.POOL_EXHAUSTED
+    raised_at = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=6))
+    checked_at = factory.LazyFunction(timezone.now)
+    gpus_needed = 8
+
+
+# --- Accounts and the portal's machinery -------------------------------------------------------
+
+
+class ApiTokenFactory(factory.django.DjangoModelFactory):
+    """A token valid for 90 days; its key (shown once in real life) is kept on ``token.key``."""
+
+    class Meta:
+        model = ApiToken
+
+    user = factory.SubFactory("tests.factories.UserFactory")
+    name = "notebook"
+    key = factory.Sequence(lambda n: f"test-token-{n:04d}-0123456789abcdefghijklmnopqrst")
+    prefix = factory.LazyAttribute(lambda o: o.key[: ApiToken.PREFIX_LENGTH])
+    digest = factory.LazyAttribute(lambda o: token_digest(o.key))
+    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(days=90))
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        key = kwargs.pop("key")
+        token = super()._create(model_class, *args, **kwargs)
+        token.key = key
+        return token
+
+
+class WorkerHeartbeatFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = WorkerHeartbeat
+        django_get_or_create = ["hostname"]
+
+    hostname = factory.Sequence(lambda n: f"worker-{n}")
+    last_seen_at = factory.LazyFunction(timezone.now)

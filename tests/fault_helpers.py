@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 from efficiency.actuators.command import SLURM_DRAIN, SLURM_REQUEUE, SLURM_RESUME
 from efficiency.choices import ActionKind, JobState
 from efficiency.models import ActuatorConfig, LogChunk
+from tests.factories import LogChunkFactory
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
@@ -16,7 +17,7 @@ def kernel_xid_chunk(source, node, at: datetime, xid: int = 79, *, offset: int |
         f"NVRM: Xid (PCI:0000:07:00): {xid}, pid=1234, name=python, Ch 00000010\n"
     )
     start = offset if offset is not None else LogChunk.objects.filter(source=source).count() * 1000
-    return LogChunk.objects.create(
+    return LogChunkFactory(
         source=source,
         stream=f"kern/{node.hostname}.log",
         file_id="kern",

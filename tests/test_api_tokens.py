@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
 from efficiency.choices import Role, SourceKind
-from efficiency.models import ApiToken, DataSource, LogChunk
+from efficiency.models import ApiToken, LogChunk
 from efficiency.services.tokens import TokenError, api_token_issue
-from tests.factories import UserFactory
+from tests.factories import DataSourceFactory, UserFactory
 
 
 def api_get(client, key, path="/api/v1/jobs/"):
@@ -102,7 +102,7 @@ def test_a_push_token_pushes_to_its_source(client, org):
 
 
 def test_a_push_token_of_an_admin_reads_nothing_and_pushes_nowhere_else(client, org):
-    other = DataSource.objects.create(cluster=org.cluster, kind=SourceKind.LOG_PUSH, name="other push")
+    other = DataSourceFactory(cluster=org.cluster, kind=SourceKind.LOG_PUSH, name="other push")
     issued = api_token_issue(user=org.admin, name="fluent-bit", source=org.source)
     for path in ("/api/v1/jobs/", "/api/v1/nodes/", "/api/v1/incidents/", "/api/v1/usage/?range=7d"):
         response = api_get(client, issued.key, path)
@@ -179,7 +179,7 @@ def test_a_platform_admin_cannot_issue_a_token_for_a_superuser(client, org):
     assert not ApiToken.objects.exists()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=80))
 def test_any_other_key_is_a_401_never_a_500(client, org, key):
     api_token_issue(user=org.head_b, name="notebook")

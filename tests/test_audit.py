@@ -10,13 +10,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from efficiency.choices import IncidentStatus, NodeState, Role, SourceKind
-from efficiency.models import DataSource, GpuSample, Incident, Job, JobHour, LogChunk, Quota
+from efficiency.models import GpuSample, Job, JobHour, LogChunk, Quota
 from efficiency.models.audit import BASELINE_REASON
 from efficiency.services import quotas as quota_services
 from efficiency.services.organisation import user_role_assign
 from efficiency.services.sources import source_claim, source_run_record
 from tests.conftest import PASSWORD
-from tests.factories import UserFactory
+from tests.factories import DataSourceFactory, IncidentFactory, UserFactory
 from tests.quota_fixtures import NOW, SETTINGS, make_planning
 
 
@@ -29,11 +29,9 @@ def changes(record) -> dict[str, tuple]:
 @pytest.fixture
 def incident(org):
     now = timezone.now()
-    return Incident.objects.create(
+    return IncidentFactory(
         cluster=org.cluster, job=org.job_a, department=org.dept_a, node=org.node_a,
-        category="hardware_gpu", severity="critical", code="79", title="xid-79",
         occurred_at=now - timedelta(minutes=5), detected_at=now - timedelta(minutes=4),
-        located_at=now - timedelta(minutes=4), gpu_count=8,
     )  # fmt: skip
 
 
@@ -129,7 +127,7 @@ def test_the_trail_keeps_no_password_hash_and_a_sign_in_is_not_a_change(client, 
 
 
 def test_a_collection_run_records_no_history_but_an_edit_of_the_source_does(client, org):
-    source = DataSource.objects.create(
+    source = DataSourceFactory(
         cluster=org.cluster, kind=SourceKind.DCGM_SCRAPE, name="dcgm", config={"urls": []}
     )
     assert source.history.count() == 1

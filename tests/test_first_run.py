@@ -8,7 +8,6 @@ import pytest
 from django.urls import path
 from django.utils import translation
 from hypothesis import given
-from hypothesis import settings as settings_hypothesis
 from hypothesis import strategies as st
 
 from efficiency.services.demo_status import PHASES, history_status, history_status_write
@@ -64,7 +63,6 @@ def test_a_failed_history_says_so(client, org, var_dir):
     assert "could not be prepared" in client.get("/").content.decode()
 
 
-@settings_hypothesis(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(list(PHASES)), st.floats(0, 1)), min_size=2, max_size=12))
 def test_progress_only_moves_forward_and_ends_at_100(tmp_path_factory, steps):
     """Reports in the order the backfill makes them (phase by phase, fractions rising) never

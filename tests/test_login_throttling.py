@@ -126,7 +126,7 @@ def test_the_demo_logins_still_sign_in(client, db):
         assert sign_in(Client(), "portal-demo", username=username).status_code == 302, username
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(attempts=st.lists(st.booleans(), max_size=12))
 def test_a_right_password_signs_in_exactly_when_fewer_than_the_limit_failed_since_the_last_success(
     org, attempts

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from efficiency.choices import Role, SourceKind
-from efficiency.models import DataSource, Job
+from efficiency.models import Job
 from efficiency.redaction import REDACTED, args_redact, config_redact, env_redact, text_redact
 from efficiency.services.sources import source_collect
-from tests.factories import ClusterFactory, JobFactory, UserFactory
+from tests.factories import ClusterFactory, DataSourceFactory, JobFactory, UserFactory
 
 SECRET = "s3cr3t-Pa55w0rd"
 
@@ -186,7 +186,7 @@ def test_a_kubernetes_jobs_password_never_shows_on_its_page_or_in_the_api(client
     path = tmp_path / "pods.json"
     path.write_text(json.dumps({"kind": "List", "items": [pod]}))
     cluster = ClusterFactory()
-    source = DataSource.objects.create(
+    source = DataSourceFactory(
         cluster=cluster, kind=SourceKind.KUBERNETES, name="k8s", config={"path": str(path)}
     )
     source_collect(source_id=source.pk)

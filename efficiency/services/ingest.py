@@ -228,6 +228,9 @@ def _samples_copy(rows, interval_s: int) -> int:
             "CREATE TEMP TABLE IF NOT EXISTS _gpusample_in "
             "(LIKE efficiency_gpusample INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
         )
+        # Inside a caller's transaction this block is a savepoint and nothing is committed, so the
+        # rows of earlier calls would still be there (and be inserted again, call after call).
+        cursor.execute("TRUNCATE _gpusample_in")
         with cursor.copy(f"COPY _gpusample_in ({columns}) FROM STDIN") as copy:
             copy.write(text.getvalue())
         cursor.execute(

@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from efficiency.choices import JobSource, RunStatus, SourceKind
+from efficiency.collectors.logpush import PushRefused
 from efficiency.collectors.records import GpuReading, Rejected, excerpt
 from efficiency.models import Cluster, DataSource, SourceRun
 from efficiency.services.faults import xid_count_signals_record
@@ -122,6 +123,18 @@ def source_run_record(source: DataSource, *, now: datetime) -> Iterator[RunRecor
         source.last_error = run.message
         source.last_error_at = timezone.now()
         source.consecutive_failures += 1
+        # Expected failures (a source down, a bad configuration, a refused push) are a warning;
+        # anything else is a bug in the portal and logged with its traceback.
+        expected = isinstance(error, SourceUnavailable | SourceConfigError | PushRefused)
+        logger.log(
+            logging.WARNING if expected else logging.ERROR,
+            "source %s (%s) failed: %s",
+            source.pk,
+            source.kind,
+            run.message,
+            exc_info=not expected,
+            extra={"source_id": source.pk, "source_kind": source.kind, "reason": run.message},
+        )
         raise
     else:
         run.status = RunStatus.PARTIAL if run.rejected else RunStatus.OK

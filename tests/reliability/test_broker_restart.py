@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from efficiency.choices import RunStatus, SourceKind
-from efficiency.models import DataSource, LogChunk, SourceRun
-from tests.factories import ClusterFactory
+from efficiency.models import LogChunk, SourceRun
+from tests.factories import ClusterFactory, DataSourceFactory
 from tests.reliability.processes import (
     Client,
     RedisServer,
@@ -42,7 +42,7 @@ def test_work_resumes_after_the_broker_restarts_and_nothing_is_lost(transactiona
         logs.mkdir(parents=True)
         (logs / "rank-0.log").write_text(f"iteration {number} | lm loss: 1.5\n")
         sources.append(
-            DataSource.objects.create(
+            DataSourceFactory(
                 cluster=cluster,
                 kind=SourceKind.LOG_FILES,
                 name=f"logs-{number}",

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from efficiency.choices import RunStatus, SourceKind
-from efficiency.models import DataSource, GpuSample
+from efficiency.models import GpuSample
 from efficiency.services.sources import SourceUnavailable, source_collect
-from tests.factories import ClusterFactory, NodeFactory
+from tests.factories import ClusterFactory, DataSourceFactory, NodeFactory
 from tests.prometheus_server import _config_yaml, _start, _stop, _wait_ready, backfill, require_prometheus
 from tests.workers import free_port
 
@@ -48,7 +48,7 @@ def test_the_gap_of_a_prometheus_outage_is_backfilled_from_the_watermark_once(tr
     cluster = ClusterFactory(slug="outage")
     for host in HOSTS:
         NodeFactory(cluster=cluster, hostname=host, gpu_count=GPUS)
-    source = DataSource.objects.create(
+    source = DataSourceFactory(
         cluster=cluster,
         kind=SourceKind.PROMETHEUS,
         name="prometheus",

@@ -37,7 +37,7 @@ def _rows() -> dict:
 
 
 @pytest.mark.django_db(transaction=False)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hours=st.integers(1, 3 * rollups.HOURS_PER_BATCH), stop_at=st.integers(1, 3), data=st.data())
 def test_a_rollup_stopped_anywhere_and_run_again_equals_an_uninterrupted_one(
     monkeypatch, hours, stop_at, data

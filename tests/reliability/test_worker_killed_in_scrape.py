@@ -19,7 +19,7 @@ from efficiency.choices import SourceKind
 from efficiency.models import DataSource, GpuSample, NodeHour, SourceRun
 from efficiency.services.rollups import rollups_refresh
 from efficiency.services.sources import source_collect
-from tests.factories import ClusterFactory, NodeFactory
+from tests.factories import ClusterFactory, DataSourceFactory, NodeFactory
 from tests.prometheus_server import running_prometheus
 from tests.reliability.processes import (
     Client,
@@ -94,7 +94,7 @@ def _source(slug: str, base_url: str, watermark: datetime) -> DataSource:
     cluster = ClusterFactory(slug=slug)
     for host in HOSTS:
         NodeFactory(cluster=cluster, hostname=host, gpu_count=GPUS)
-    return DataSource.objects.create(
+    return DataSourceFactory(
         cluster=cluster,
         kind=SourceKind.PROMETHEUS,
         name="prometheus",

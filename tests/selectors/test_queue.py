@@ -6,11 +6,18 @@ import pytest
 from django.utils import timezone
 
 from efficiency.analysis.queue import CAPACITY, PRIORITY, QUEUED, QUOTA
-from efficiency.choices import JobState, NodeState, QuotaCycleStatus
+from efficiency.choices import JobState, NodeState
 from efficiency.forms import TimeRange
-from efficiency.models import Job, Node, Quota, QuotaCycle
+from efficiency.models import Job, Node
 from efficiency.selectors.queue import queue_summary, started_wait_stats
-from tests.factories import DepartmentFactory, JobFactory, NodeFactory, UserFactory
+from tests.factories import (
+    DepartmentFactory,
+    JobFactory,
+    NodeFactory,
+    QuotaCycleFactory,
+    QuotaFactory,
+    UserFactory,
+)
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -47,16 +54,11 @@ def pending(org, now, *, waited_h: float, gpus: int = 8, department=None, **fiel
 
 
 def approve_cycle(org, now, guarantees):
-    cycle = QuotaCycle.objects.create(
-        cluster=org.cluster,
-        start=now - timedelta(days=2),
-        end=now + timedelta(days=12),
-        status=QuotaCycleStatus.APPROVED,
-        capacity={H100: 32},
-        created_at=now,
+    cycle = QuotaCycleFactory(
+        cluster=org.cluster, start=now - timedelta(days=2), capacity={H100: 32}, created_at=now
     )
     for department, (gpus, borrowing) in guarantees.items():
-        Quota.objects.create(
+        QuotaFactory(
             cycle=cycle,
             department=department,
             gpu_model=H100,

@@ -174,7 +174,7 @@ def test_idle_stretches_found_in_sql_equal_the_python_rule(db, org_committee, se
     import random
 
     from efficiency.models import JobHour
-    from tests.factories import JobFactory
+    from tests.factories import JobFactory, JobHourFactory
 
     rng = random.Random(seed)
     department = DepartmentFactory(code=f"d{seed}")
@@ -186,8 +186,8 @@ def test_idle_stretches_found_in_sql_equal_the_python_rule(db, org_committee, se
                 continue  # the job did not hold GPUs that hour
             allocated = rng.choice([3600.0, 7200.0, 28800.0])
             busy = 0.0 if rng.random() < 0.6 else allocated * rng.random()
-            rows.append(JobHour(job=job, department=department, hour=T0 + timedelta(hours=hour),
-                                allocated_gpu_s=allocated, busy_gpu_s=busy))  # fmt: skip
+            rows.append(JobHourFactory.build(job=job, department=department, hour=T0 + timedelta(hours=hour),
+                                             allocated_gpu_s=allocated, busy_gpu_s=busy))  # fmt: skip
     JobHour.objects.bulk_create(rows)
     window = TimeRange("custom", T0, T0 + timedelta(days=2))
     for min_hours in (1, 2, 3):
