@@ -9,6 +9,8 @@ partition: more of the cluster allocated, far shorter waits.
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import transaction
+from django.test import override_settings
 
 from efficiency.choices import JobSource
 from efficiency.collectors.slurm import parse_sacct
@@ -28,20 +30,30 @@ START = datetime(2026, 11, 1, tzinfo=UTC)
 UNTIL = START + timedelta(days=21)
 
 
-@pytest.fixture
-def reference_backtest(db, settings):
-    settings.PORTAL_CYCLE_DAYS = 14
-    settings.PORTAL_QUOTA_FLOOR_GPUS = 8
-    demo_organisation_create(password="pw")
-    cluster = Cluster.objects.get(slug=DEMO_CLUSTER_SLUG)
-    sim = ClusterSimulator(reference_nodes(), seed=7, start=START)
-    parsed = parse_sacct(sim.sacct_text(START, UNTIL, timezone=UTC), timezone=UTC)
-    assert not parsed.rejected
-    jobs_ingest(cluster=cluster, source=JobSource.SLURM, records=parsed.records, now=UNTIL)
-    quota_cycle_initial_create(cluster=cluster, start=local_midnight(UNTIL) - timedelta(days=14), now=UNTIL)
-    cycle = quota_proposal_create(cluster=cluster, now=UNTIL)
-    backtest = quota_backtest_run(cycle=cycle, now=UNTIL)
-    return cycle, {result["key"]: result for result in backtest.results}
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def reference_backtest(django_db_setup, django_db_blocker):
+    """Built once for the module (three weeks of jobs, a proposal and its backtest) inside a
+    transaction that is rolled back after the module's last test."""
+    with (
+        django_db_blocker.unblock(),
+        transaction.atomic(),
+        override_settings(PORTAL_CYCLE_DAYS=14, PORTAL_QUOTA_FLOOR_GPUS=8),
+    ):
+        demo_organisation_create(password="pw")
+        cluster = Cluster.objects.get(slug=DEMO_CLUSTER_SLUG)
+        sim = ClusterSimulator(reference_nodes(), seed=7, start=START)
+        parsed = parse_sacct(sim.sacct_text(START, UNTIL, timezone=UTC), timezone=UTC)
+        assert not parsed.rejected
+        jobs_ingest(cluster=cluster, source=JobSource.SLURM, records=parsed.records, now=UNTIL)
+        first_start = local_midnight(UNTIL) - timedelta(days=14)
+        quota_cycle_initial_create(cluster=cluster, start=first_start, now=UNTIL)
+        cycle = quota_proposal_create(cluster=cluster, now=UNTIL)
+        backtest = quota_backtest_run(cycle=cycle, now=UNTIL)
+        yield cycle, {result["key"]: result for result in backtest.results}
+        transaction.set_rollback(True)
 
 
 def test_guaranteed_plus_shared_allocates_clearly_more_than_the_fixed_partition(reference_backtest):
