@@ -1,6 +1,6 @@
 """Training progress from one log line: iteration, iteration time, loss, throughput and time.
 
-Recognised formats (real lines of each are in ``tests/analysis/test_fault_progress.py``):
+Recognised formats (real lines of each are in ``tests/analysis/faults/test_progress.py``):
 
 - **Megatron-LM / Megatron-DeepSpeed** ``training_log``: ``[2024-04-06 02:59:36] iteration  43/  100 |
   consumed samples: ... | elapsed time per iteration (ms): 5444.9 | ... | lm loss: 1.825991E+00 |``.

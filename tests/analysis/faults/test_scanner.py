@@ -28,7 +28,7 @@ from efficiency.analysis.faults.scanner import (
 from efficiency.analysis.faults.signatures import CATEGORIES, SIGNATURES, SIGNATURES_BY_ID
 from tests.simulator.conftest import START, make_simulator
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "logs"
 
 

@@ -35,7 +35,7 @@ from efficiency.analysis.faults.progress import parse_progress
 from efficiency.simulator.model import ClusterSimulator
 from efficiency.simulator.scenario import reference_nodes
 
-MINIBATCH = Path(__file__).resolve().parents[1] / "fixtures" / "minibatch"
+MINIBATCH = Path(__file__).resolve().parents[2] / "fixtures" / "minibatch"
 START = datetime(2024, 5, 6, tzinfo=UTC)
 DAY = timedelta(days=1)
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
