@@ -11,9 +11,9 @@ from django.utils import timezone
 from efficiency.analysis.faults.ettr import FaultLoss, ettr
 from efficiency.analysis.stats import percentile
 from efficiency.choices import IncidentStatus, NodeState
-from efficiency.forms import TimeRange
 from efficiency.models import FaultSignal, Incident, IncidentAction, Job, Node, NodeStateChange
 from efficiency.scoping import User, scope_queryset
+from efficiency.timeranges import TimeRange
 
 
 def incident_list(*, user: User, time_range: TimeRange | None = None) -> QuerySet[Incident]:

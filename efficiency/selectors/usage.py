@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from efficiency.analysis.idle import IdleHour, IdleStretch, find_idle_stretches
 from efficiency.analysis.usage import UsageTotals
-from efficiency.forms import TimeRange
 from efficiency.models import (
     Department,
     GpuSample,
@@ -31,6 +30,7 @@ from efficiency.models import (
     ScopeHour,
 )
 from efficiency.scoping import User, scope_queryset, sees_all_departments, visible_department_ids
+from efficiency.timeranges import TimeRange
 
 _NODE_SUMS = {
     "available": Sum("available_gpu_s"),

@@ -8,9 +8,10 @@ from django.utils.translation import gettext as _
 from efficiency.analysis.usage import UsageTotals, change_points, percent
 from efficiency.charts import usage as charts
 from efficiency.choices import NodeClass, Role
-from efficiency.forms import TimeRange, time_range_from_request
+from efficiency.forms import time_range_from_request
 from efficiency.selectors import usage
 from efficiency.selectors.quotas import capacity_alert_list
+from efficiency.timeranges import TimeRange
 from efficiency.views.helpers import csv_filename, csv_response, role_required
 
 
