@@ -7,8 +7,9 @@ from django.utils.translation import gettext as _
 
 from efficiency.analysis.usage import UsageTotals, change_points, percent
 from efficiency.charts import usage as charts
-from efficiency.choices import NodeClass, Role
+from efficiency.choices import NodeClass
 from efficiency.forms import time_range_from_request
+from efficiency.permissions import USAGE_OVERVIEW_READERS
 from efficiency.selectors import usage
 from efficiency.selectors.quotas import capacity_alert_list
 from efficiency.timeranges import TimeRange
@@ -68,7 +69,7 @@ def water_level_figure(points: list[usage.UsagePoint]):
     )
 
 
-@role_required(Role.COMMITTEE, Role.PLATFORM_ADMIN)
+@role_required(*USAGE_OVERVIEW_READERS)
 def cluster_overview_view(request: HttpRequest) -> HttpResponse:
     """Cluster-wide utilization, allocation, water level, departments and node classes."""
     template = "efficiency/usage/overview.html"
