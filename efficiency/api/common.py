@@ -25,6 +25,7 @@ class HasPortalRole(BasePermission):
 
 
 def get_or_404(selector, **kwargs):
+    """What a ``<noun>_get`` selector returns, or a 404 (out of the caller's scope, or no such row)."""
     try:
         return selector(**kwargs)
     except ObjectDoesNotExist:
@@ -32,6 +33,7 @@ def get_or_404(selector, **kwargs):
 
 
 def query_of(serializer_class, request) -> dict:
+    """The query parameters validated by a query serializer; a 400 naming each bad one."""
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)
     return query.validated_data
@@ -45,6 +47,7 @@ def validation_error(error: DjangoValidationError) -> ValidationError:
 
 
 def body_of(serializer_class, request, **kwargs) -> dict:
+    """The request body validated by a serializer; a 400 naming each bad field."""
     body = serializer_class(data=request.data, **kwargs)
     body.is_valid(raise_exception=True)
     return body.validated_data
