@@ -1,7 +1,6 @@
 """Forms and form fields shared by pages and API: the time-range picker, and the fields every
 query parameter goes through, so that a hostile value is a 400 naming it on both, never a 500."""
 
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 import django_filters.fields
@@ -14,6 +13,8 @@ from django.core.validators import (
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from efficiency.timeranges import TimeRange
+
 PRESETS = {
     "24h": (timedelta(hours=24), _("Last 24 hours")),
     "7d": (timedelta(days=7), _("Last 7 days")),
@@ -23,41 +24,6 @@ PRESETS = {
 }
 DEFAULT_RANGE = "7d"
 MAX_CUSTOM_DAYS = 400
-
-
-@dataclass(frozen=True)
-class TimeRange:
-    """A half-open UTC interval [start, end) on whole hours, as the rollups are."""
-
-    key: str  # a preset key, or "custom"
-    start: datetime
-    end: datetime
-
-    @property
-    def duration(self) -> timedelta:
-        return self.end - self.start
-
-    @property
-    def bucket(self) -> str:
-        """Chart resolution: hours up to a week, days beyond (a readable number of points)."""
-        return "hour" if self.duration <= timedelta(days=7) else "day"
-
-    @property
-    def bucket_seconds(self) -> int:
-        return 3600 if self.bucket == "hour" else 86400
-
-    def previous(self) -> "TimeRange":
-        """The period of the same length just before, for trends."""
-        return TimeRange(self.key, self.start - self.duration, self.start)
-
-    def query(self) -> str:
-        """URL parameters that reproduce this range (shared links show the same numbers)."""
-        if self.key != "custom":
-            return f"range={self.key}"
-        tz = timezone.get_current_timezone()
-        start = self.start.astimezone(tz).date()
-        end = (self.end.astimezone(tz) - timedelta(days=1)).date()
-        return f"range=custom&start={start.isoformat()}&end={end.isoformat()}"
 
 
 # Custom ranges stay within these days: every range, its previous period (for trends) and its

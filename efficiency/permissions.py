@@ -1,4 +1,9 @@
-"""What each role may do beyond reading: the Django model permissions of the role groups.
+"""What each role may do: the role sets every page and API endpoint checks, the departments a
+head acts for, and the Django model permissions of the role groups.
+
+Which rows a role *sees* is ``efficiency.scoping``'s; what it may *do* with them is decided here.
+A page's ``role_required(*QUOTA_PLANNERS)`` and an API view's ``roles = QUOTA_PLANNERS`` name the
+same set, so a role change is made once for both.
 
 Platform admins run the inventory (clusters, departments and their heads, mappings, nodes and
 GPUs), the data sources, fault policies and actuators, users and their roles, and API tokens in
@@ -11,7 +16,46 @@ department heads work in the portal's own pages and need no model permissions.
 pass its historical models (migrations 0011 and 0016 grant these to existing databases).
 """
 
+from django.db.models import QuerySet
+
 from efficiency.choices import Role
+from efficiency.models import Department
+from efficiency.scoping import User, user_role
+
+# --- Role sets per action -----------------------------------------------------------------------
+
+EVERY_ROLE = (Role.DEPARTMENT_HEAD, Role.COMMITTEE, Role.PLATFORM_ADMIN)
+# The cluster overview compares every department: not for heads (they have their home page).
+USAGE_OVERVIEW_READERS = (Role.COMMITTEE, Role.PLATFORM_ADMIN)
+
+QUOTA_READERS = EVERY_ROLE
+QUOTA_PLANNERS = (Role.COMMITTEE,)  # propose, edit, approve, answer objections, run backtests
+QUOTA_EXPORTERS = (Role.COMMITTEE, Role.PLATFORM_ADMIN)  # scheduler exports, and read backtests
+QUOTA_OBJECTORS = (Role.DEPARTMENT_HEAD,)  # for a department they head (``headed_departments``)
+
+FAULT_READERS = EVERY_ROLE
+FAULT_OPERATORS = (Role.PLATFORM_ADMIN,)  # isolate, restart, return to service, close
+
+SOURCE_ADMINS = (Role.PLATFORM_ADMIN,)  # data source pages, and pushing logs to any source
+
+
+def has_role(user: User, roles: tuple[Role, ...]) -> bool:
+    """Whether the user's portal role is one of ``roles``."""
+    return user_role(user) in roles
+
+
+def headed_departments(user: User) -> QuerySet[Department]:
+    """The departments ``user`` heads and acts for as a department head (objects for them).
+
+    Empty for every other role: a committee member who also heads a department acts as the
+    committee, as scoping does.
+    """
+    if user_role(user) != Role.DEPARTMENT_HEAD:
+        return Department.objects.none()
+    return Department.objects.filter(heads=user)
+
+
+# --- Model permissions of the role groups (the Django admin) --------------------------------------
 
 VIEW, ADD, CHANGE, DELETE = "view", "add", "change", "delete"
 

@@ -79,3 +79,18 @@ def test_user_without_role_sees_nothing(org):
 def test_unscoped_model_is_refused_rather_than_shown(org):
     with pytest.raises(ImproperlyConfigured, match="No department scoping"):
         scope_queryset(Cluster.objects.all(), org.head_a)
+
+
+def test_a_head_acts_for_the_departments_they_head_and_the_committee_for_none(org):
+    from django.contrib.auth.models import Group
+
+    from efficiency.permissions import headed_departments
+
+    two_hats = UserFactory(username="two-hats", role=(Role.DEPARTMENT_HEAD, "vision", "radar"))
+    assert set(headed_departments(two_hats)) == {org.dept_a, org.dept_b}
+    assert list(headed_departments(org.head_a)) == [org.dept_a]
+    # A committee member who also heads a department acts as the committee, as scoping decides.
+    two_hats.groups.add(Group.objects.get(name=Role.COMMITTEE))
+    two_hats = type(two_hats).objects.get(pk=two_hats.pk)  # without the role cached on it
+    assert not headed_departments(two_hats).exists()
+    assert not headed_departments(org.no_role).exists()

@@ -28,11 +28,11 @@ from efficiency.models import (
     QuotaObjection,
     SourceRun,
 )
+from efficiency.quota_explanation import explanation_steps
 from efficiency.selectors.quotas import cycle_shared_pool
 from efficiency.services.faults import incident_operations
 from efficiency.services.quotas import EXPORT_FORMATS
 from efficiency.times import display_time
-from efficiency.views.quota_explanation import explanation_steps
 
 
 class DateTimeField(serializers.DateTimeField):

@@ -11,37 +11,40 @@ from django.utils import timezone
 from efficiency.analysis.faults.ettr import FaultLoss, ettr
 from efficiency.analysis.stats import percentile
 from efficiency.choices import IncidentStatus, NodeState
-from efficiency.forms import TimeRange
 from efficiency.models import FaultSignal, Incident, IncidentAction, Job, Node, NodeStateChange
 from efficiency.scoping import User, scope_queryset
+from efficiency.timeranges import TimeRange
 
 
 def incident_list(*, user: User, time_range: TimeRange | None = None) -> QuerySet[Incident]:
-    incidents = scope_queryset(Incident.objects.select_related("job", "node", "department", "cluster"), user)
+    incidents = scope_queryset(
+        Incident.objects.select_related("job", "node", "department", "cluster", "closed_by"), user
+    )
     if time_range is not None:
         incidents = incidents.filter(occurred_at__gte=time_range.start, occurred_at__lt=time_range.end)
     return incidents.order_by("-occurred_at")
 
 
+def incident_detail_list(*, user: User) -> QuerySet[Incident]:
+    """Incidents with the evidence the user may see (in time order) and their actions, prefetched:
+    what an incident's page and the API's detail show."""
+    return incident_list(user=user).prefetch_related(
+        Prefetch(
+            "signals",
+            queryset=scope_queryset(FaultSignal.objects.select_related("node", "job"), user).order_by(
+                "occurred_at", "pk"
+            ),
+        ),
+        Prefetch(
+            "actions",
+            queryset=IncidentAction.objects.select_related("actor").order_by("requested_at", "pk"),
+        ),
+    )
+
+
 def incident_get(*, user: User, pk: int) -> Incident:
     """An incident with the evidence the user may see (in time order) and its actions."""
-    return (
-        incident_list(user=user)
-        .select_related("closed_by")
-        .prefetch_related(
-            Prefetch(
-                "signals",
-                queryset=scope_queryset(FaultSignal.objects.select_related("node"), user).order_by(
-                    "occurred_at", "pk"
-                ),
-            ),
-            Prefetch(
-                "actions",
-                queryset=IncidentAction.objects.select_related("actor").order_by("requested_at", "pk"),
-            ),
-        )
-        .get(pk=pk)
-    )
+    return incident_detail_list(user=user).get(pk=pk)
 
 
 def fault_signal_list(*, user: User, time_range: TimeRange) -> QuerySet[FaultSignal]:

@@ -8,7 +8,6 @@ from django.db.models import Count, Q, Sum
 from efficiency.analysis.queue import QueueTotals
 from efficiency.analysis.usage import UsageTotals, change_points
 from efficiency.choices import IncidentStatus, JobState
-from efficiency.forms import TimeRange
 from efficiency.models import Department, Incident, Job
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.faults import incident_list
@@ -23,6 +22,7 @@ from efficiency.selectors.usage import (
     department_usage_list,
     idle_allocation_list,
 )
+from efficiency.timeranges import TimeRange
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,11 @@ from efficiency.models import Department, Job, Node
 from efficiency.scoping import User, scope_queryset, visible_department_ids
 
 
+def department_names(*, user: User) -> dict[str, str]:
+    """The names of the departments the user may see, by code (a backtest's queues are codes)."""
+    return dict(scope_queryset(Department.objects.all(), user).values_list("code", "name"))
+
+
 def department_list(*, user: User) -> QuerySet[Department]:
     """Departments the user may see, with owned nodes/GPUs and running jobs/GPUs."""
     owned = (

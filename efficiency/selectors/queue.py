@@ -27,10 +27,10 @@ from efficiency.analysis.queue import (
 from efficiency.analysis.quotas import Key, resolve_gpu_model
 from efficiency.analysis.stats import percentile
 from efficiency.choices import JobState, NodeState
-from efficiency.forms import TimeRange
 from efficiency.models import Cluster, Department, Job, Node, Quota
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus, quota_cycle_in_force
+from efficiency.timeranges import TimeRange
 
 
 @dataclass(frozen=True)

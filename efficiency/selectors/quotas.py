@@ -17,6 +17,7 @@ from efficiency.analysis.stats import percentile
 from efficiency.models import (
     CapacityAlert,
     Cluster,
+    Department,
     Job,
     JobHour,
     Node,
@@ -26,6 +27,7 @@ from efficiency.models import (
     QuotaEvent,
     QuotaObjection,
 )
+from efficiency.permissions import headed_departments
 from efficiency.scoping import User, scope_queryset
 
 
@@ -144,8 +146,15 @@ def quota_cycle_in_force(*, cluster: Cluster, at: datetime) -> QuotaCycle | None
     return QuotaCycle.objects.approved().filter(cluster=cluster, start__lte=at).order_by("-start").first()
 
 
-def quota_cycle_list(*, user: User, cluster: Cluster) -> QuerySet[QuotaCycle]:
-    """Every cycle of a cluster, newest first, with the guaranteed GPUs the user may see."""
+def quota_cycle_list(*, user: User, cluster: Cluster | None) -> QuerySet[QuotaCycle]:
+    """Every cycle of a cluster, newest first, with the guaranteed GPUs the user may see.
+
+    Each cycle carries ``every_quota``: every department's quotas, prefetched in one query for
+    the shared pool (``cycle_shared_pool``), which is cluster-wide and shown to every role; only
+    the pool's size leaves the selector, never another department's quota.
+    """
+    if cluster is None:
+        return QuotaCycle.objects.none()
     # Subqueries, not joins: summing quotas over a join with objections would count each
     # quota once per objection.
     quotas = (
@@ -164,12 +173,46 @@ def quota_cycle_list(*, user: User, cluster: Cluster) -> QuerySet[QuotaCycle]:
     )
     return (
         scope_queryset(QuotaCycle.objects.filter(cluster=cluster), user)
-        .select_related("approved_by")
+        .select_related("cluster", "approved_by")
+        .prefetch_related(
+            Prefetch("quotas", queryset=Quota.objects.select_related("department"), to_attr="every_quota")
+        )
         .annotate(
             guaranteed_gpus=Subquery(quotas, output_field=IntegerField()),
             open_objections=Coalesce(Subquery(objections, output_field=IntegerField()), 0),
         )
         .order_by("-start")
+    )
+
+
+@dataclass(frozen=True)
+class QuotaHistory:
+    """Guarantees over a run of cycles (oldest first), for the history chart."""
+
+    cycles: list[QuotaCycle]
+    guaranteed_gpus: dict[str, list[float]]  # department name -> per cycle, the ones the user may see
+    shared_pool_gpus: list[int]  # per cycle, the whole cluster's
+    department_order: list[str]  # every department's name in one fixed order (chart colours)
+
+
+def quota_history(*, user: User, cycles: list[QuotaCycle]) -> QuotaHistory:
+    """The guaranteed GPUs per department and the shared pool of each of ``cycles`` (two queries,
+    however many cycles, when they come from ``quota_cycle_list``)."""
+    index = {cycle.pk: i for i, cycle in enumerate(cycles)}
+    per_department: dict[str, list[float]] = {}
+    quotas = scope_queryset(Quota.objects.filter(cycle__in=cycles).select_related("department"), user)
+    for quota in quotas:
+        row = per_department.setdefault(quota.department.name, [0.0] * len(cycles))
+        row[index[quota.cycle_id]] += quota.guaranteed_gpus
+    # Colours follow every department, not the visible ones, so a department keeps its colour.
+    every_department = Department.objects.order_by("name", "code").values_list("name", flat=True)
+    return QuotaHistory(
+        cycles=cycles,
+        guaranteed_gpus=dict(sorted(per_department.items())),
+        shared_pool_gpus=[
+            sum(cycle_shared_pool(cycle, getattr(cycle, "every_quota", None)).values()) for cycle in cycles
+        ],
+        department_order=list(every_department),
     )
 
 
@@ -199,12 +242,27 @@ def quota_cycle_get(*, user: User, pk: int) -> QuotaCycle:
     )
 
 
+def quota_list(*, user: User) -> QuerySet[Quota]:
+    """Every quota the user may see, with its cycle and department."""
+    return scope_queryset(Quota.objects.select_related("cycle", "department"), user)
+
+
 def quota_get(*, user: User, pk: int) -> Quota:
-    return scope_queryset(Quota.objects.select_related("cycle", "department"), user).get(pk=pk)
+    return quota_list(user=user).get(pk=pk)
+
+
+def quota_objection_list(*, user: User) -> QuerySet[QuotaObjection]:
+    """Every objection the user may see, with its cycle and department."""
+    return scope_queryset(QuotaObjection.objects.select_related("cycle", "department"), user)
 
 
 def quota_objection_get(*, user: User, pk: int) -> QuotaObjection:
-    return scope_queryset(QuotaObjection.objects.select_related("cycle", "department"), user).get(pk=pk)
+    return quota_objection_list(user=user).get(pk=pk)
+
+
+def quota_objection_departments(*, user: User, cycle: QuotaCycle) -> QuerySet[Department]:
+    """The departments the user may object for in ``cycle``: those they head with a quota in it."""
+    return headed_departments(user).filter(quotas__cycle=cycle).distinct()
 
 
 def cycle_shared_pool(cycle: QuotaCycle, quotas: list[Quota] | None = None) -> dict[str, int]:

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
+from efficiency.choices import SourceKind
 from efficiency.models import DataSource, SourceRun
 
 
@@ -61,6 +62,11 @@ def source_status_list(*, now: datetime | None = None) -> list[SourceStatus]:
 
 def source_get(*, pk: int) -> DataSource:
     return DataSource.objects.select_related("cluster").get(pk=pk)
+
+
+def log_push_source_get(*, pk: int) -> DataSource:
+    """An enabled *Log push* source, the only kind that takes pushed lines (else DoesNotExist)."""
+    return DataSource.objects.get(pk=pk, kind=SourceKind.LOG_PUSH, enabled=True)
 
 
 def source_run_list(*, source: DataSource, problems_only: bool = False) -> QuerySet[SourceRun]:

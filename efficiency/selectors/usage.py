@@ -19,7 +19,6 @@ from django.utils import timezone
 from efficiency import days
 from efficiency.analysis.idle import IdleHour, IdleStretch, find_idle_stretches
 from efficiency.analysis.usage import UsageTotals
-from efficiency.forms import TimeRange
 from efficiency.models import (
     Department,
     GpuSample,
@@ -32,6 +31,7 @@ from efficiency.models import (
     ScopeHour,
 )
 from efficiency.scoping import User, scope_queryset, sees_all_departments, visible_department_ids
+from efficiency.timeranges import TimeRange
 from efficiency.times import portal_day_zone
 
 _NODE_SUMS = {

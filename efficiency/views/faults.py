@@ -14,16 +14,15 @@ from efficiency.analysis.faults.signatures import SIGNATURES_BY_ID
 from efficiency.charts import faults as charts
 from efficiency.charts import usage as usage_charts
 from efficiency.charts.toolkit import duration_text
-from efficiency.choices import FaultCategory, Role, Severity
-from efficiency.scoping import user_role
+from efficiency.choices import FaultCategory, Severity
+from efficiency.permissions import FAULT_OPERATORS as OPERATORS
+from efficiency.permissions import FAULT_READERS as VIEWERS
+from efficiency.permissions import has_role
 from efficiency.selectors import faults as selectors
 from efficiency.selectors.inventory import node_get
 from efficiency.services import faults as services
 from efficiency.views.helpers import csv_response, get_or_404, role_required
 from efficiency.views.usage import range_or_400
-
-VIEWERS = (Role.DEPARTMENT_HEAD, Role.COMMITTEE, Role.PLATFORM_ADMIN)
-OPERATORS = (Role.PLATFORM_ADMIN,)
 
 
 def category_labels() -> dict[str, str]:
@@ -199,7 +198,7 @@ def incident_context(request: HttpRequest, incident) -> dict:
     ]
     ettr = selectors.job_ettr(incident.job, [incident], now=timezone.now()) if incident.job else None
     signature = SIGNATURES_BY_ID.get(incident.title)
-    can_operate = user_role(request.user) in OPERATORS
+    can_operate = has_role(request.user, OPERATORS)
     operations = services.incident_operations(incident=incident) if can_operate else {}
     # A finished incident's phases stop where it ended; an open one's last phase runs to now.
     ended = incident.recovered_at or incident.closed_at

@@ -17,8 +17,8 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 
 from efficiency.choices import Role
-from efficiency.forms import TimeRange
 from efficiency.scoping import user_role
+from efficiency.timeranges import TimeRange
 from efficiency.times import display_time
 
 PAGE_SIZE = 50

@@ -11,19 +11,18 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from efficiency.charts import quotas as charts
-from efficiency.choices import Role
 from efficiency.forms import AnswerForm, ClusterForm, CommentForm, ObjectionForm, QuotaEditForm
-from efficiency.models import Department, Quota, QuotaCycle
-from efficiency.scoping import scope_queryset, user_role
+from efficiency.permissions import QUOTA_EXPORTERS as EXPORTERS
+from efficiency.permissions import QUOTA_OBJECTORS, has_role
+from efficiency.permissions import QUOTA_PLANNERS as PLANNERS
+from efficiency.permissions import QUOTA_READERS as VIEWERS
+from efficiency.quota_explanation import event_facts, explanation_steps
+from efficiency.scoping import user_role
 from efficiency.selectors import quotas as selectors
+from efficiency.selectors.inventory import department_names
 from efficiency.services import quotas as services
 from efficiency.views.helpers import csv_response, get_or_404, role_required
-from efficiency.views.quota_explanation import event_facts, explanation_steps
 from efficiency.views.usage import local_times
-
-PLANNERS = (Role.COMMITTEE,)
-VIEWERS = (Role.DEPARTMENT_HEAD, Role.COMMITTEE, Role.PLATFORM_ADMIN)
-EXPORTERS = (Role.COMMITTEE, Role.PLATFORM_ADMIN)
 
 
 def policy_labels() -> dict[str, str]:
@@ -90,7 +89,7 @@ def quota_overview_view(request: HttpRequest) -> HttpResponse:
                 for u in overview.uses
             ],
         )
-    context = {"overview": overview, "cluster": cluster, "can_plan": user_role(request.user) in PLANNERS}
+    context = {"overview": overview, "cluster": cluster, "can_plan": has_role(request.user, PLANNERS)}
     if overview.uses:
         context["use_figure"] = charts.quota_use_figure(
             row_labels([(u.quota.department.name, u.quota.gpu_model) for u in overview.uses]),
@@ -114,32 +113,23 @@ def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
         context = {"cycles": [], "cluster_form": cluster_form}
         return render(request, "efficiency/quotas/cycle_list.html", context, status=400)
     cluster = selectors.default_cluster(cluster_form.cleaned_data["cluster"])
-    cycles = list(selectors.quota_cycle_list(user=request.user, cluster=cluster)) if cluster else []
-    context = {"cycles": cycles, "cluster": cluster, "can_plan": user_role(request.user) in PLANNERS}
-    approved = list(reversed(cycles))
-    if approved:
-        quotas = scope_queryset(
-            Quota.objects.filter(cycle__in=approved).select_related("department"), request.user
-        )
-        per_department: dict[str, list[float]] = {}
-        index = {cycle.pk: i for i, cycle in enumerate(approved)}
-        for quota in quotas:
-            row = per_department.setdefault(quota.department.name, [0.0] * len(approved))
-            row[index[quota.cycle_id]] += quota.guaranteed_gpus
-        every_department = Department.objects.order_by("name", "code").values_list("name", flat=True)
+    cycles = list(selectors.quota_cycle_list(user=request.user, cluster=cluster))
+    context = {"cycles": cycles, "cluster": cluster, "can_plan": has_role(request.user, PLANNERS)}
+    if cycles:
+        history = selectors.quota_history(user=request.user, cycles=list(reversed(cycles)))
         context["history_figure"] = charts.quota_history_figure(
-            [f"{timezone.localtime(c.start):%Y-%m-%d}" for c in approved],
-            dict(sorted(per_department.items())),
-            [sum(selectors.cycle_shared_pool(c).values()) for c in approved],
+            [f"{timezone.localtime(c.start):%Y-%m-%d}" for c in history.cycles],
+            history.guaranteed_gpus,
+            history.shared_pool_gpus,
             title=_("Guaranteed GPUs per cycle"),
             shared_pool_label=_("Shared pool"),
             axis_label=_("GPUs"),
-            color_positions={name: index for index, name in enumerate(every_department)},
+            color_positions={name: index for index, name in enumerate(history.department_order)},
         )
     return render(request, "efficiency/quotas/cycle_list.html", context)
 
 
-def _cycle_or_404(request: HttpRequest, pk: int) -> QuotaCycle:
+def _cycle_or_404(request: HttpRequest, pk: int):
     return get_or_404(selectors.quota_cycle_get, user=request.user, pk=pk)
 
 
@@ -152,7 +142,7 @@ def quota_cycle_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "efficiency/quotas/cycle_detail.html", cycle_context(request, cycle))
 
 
-def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
+def cycle_context(request: HttpRequest, cycle, **forms) -> dict:
     role = user_role(request.user)
     quotas = list(cycle.quotas.all())
     for quota in quotas:
@@ -169,11 +159,7 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
                     "borrowing_limit_gpus": quota.borrowing_limit_gpus,
                 },
             )
-    head_departments = (
-        Department.objects.filter(pk__in=[q.department_id for q in quotas], heads=request.user)
-        if role == Role.DEPARTMENT_HEAD
-        else Department.objects.none()
-    )
+    head_departments = selectors.quota_objection_departments(user=request.user, cycle=cycle)
     objections = list(cycle.objections.all())
     events = list(cycle.events.all()[:200])
     for event in events:
@@ -225,7 +211,7 @@ def cycle_context(request: HttpRequest, cycle: QuotaCycle, **forms) -> dict:
     return context
 
 
-def cycle_csv(cycle: QuotaCycle) -> HttpResponse:
+def cycle_csv(cycle) -> HttpResponse:
     quotas = list(cycle.quotas.all())
     for quota in quotas:
         quota.cycle = cycle
@@ -328,10 +314,10 @@ def quota_cycle_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@role_required(Role.DEPARTMENT_HEAD)
+@role_required(*QUOTA_OBJECTORS)
 def quota_objection_create_view(request: HttpRequest, pk: int) -> HttpResponse:
     cycle = _cycle_or_404(request, pk)
-    departments = Department.objects.filter(heads=request.user, quotas__cycle=cycle).distinct()
+    departments = selectors.quota_objection_departments(user=request.user, cycle=cycle)
     form = ObjectionForm(request.POST, departments=departments)
     if not form.is_valid():
         return render(
@@ -390,24 +376,23 @@ def quota_backtest_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Last cycle's jobs replayed under the fixed partition, the quotas in force and this cycle's."""
     cycle = _cycle_or_404(request, pk)
     if request.method == "POST":
-        if user_role(request.user) not in PLANNERS:
+        if not has_role(request.user, PLANNERS):
             raise PermissionDenied
         services.quota_backtest_run(cycle=cycle)
         messages.success(request, _("Backtest computed."))
         return redirect("efficiency:quota-backtest", pk=cycle.pk)
     backtest = selectors.quota_backtest_latest(user=request.user, cycle=cycle)
     if backtest is not None and request.GET.get("export") == "csv":
-        return backtest_csv(cycle, backtest)
-    context = {"cycle": cycle, "backtest": backtest, "can_plan": user_role(request.user) in PLANNERS}
+        return backtest_csv(cycle, backtest, department_names(user=request.user))
+    context = {"cycle": cycle, "backtest": backtest, "can_plan": has_role(request.user, PLANNERS)}
     if backtest is not None:
-        context.update(backtest_context(backtest))
+        context.update(backtest_context(backtest, department_names(user=request.user)))
     return render(request, "efficiency/quotas/backtest.html", context)
 
 
-def backtest_csv(cycle: QuotaCycle, backtest) -> HttpResponse:
-    """One row per policy and department (and one for the whole cluster)."""
+def backtest_csv(cycle, backtest, names: dict[str, str]) -> HttpResponse:
+    """One row per policy and department (and one for the whole cluster); ``names`` by code."""
     labels = policy_labels()
-    names = dict(Department.objects.values_list("code", "name"))
     rows = []
     for result in backtest.results:
         label = labels.get(result["key"], result["key"])
@@ -436,12 +421,12 @@ def backtest_csv(cycle: QuotaCycle, backtest) -> HttpResponse:
     )
 
 
-def backtest_context(backtest) -> dict:
+def backtest_context(backtest, names: dict[str, str]) -> dict:
+    """The backtest's table and figures; ``names``: department names by code (the queues)."""
     labels = policy_labels()
     results = backtest.results
     for result in results:
         result["label"] = labels.get(result["key"], result["key"])
-    names = dict(Department.objects.values_list("code", "name"))
     queues = sorted({q for result in results for q in result["queues"]}, key=lambda q: names.get(q, q))
     rows = [
         {

@@ -2,18 +2,18 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from efficiency.choices import Role
+from efficiency.permissions import SOURCE_ADMINS
 from efficiency.selectors.sources import source_get, source_run_list, source_status_list, source_targets
 from efficiency.views.helpers import get_or_404, role_required
 
 
-@role_required(Role.PLATFORM_ADMIN)
+@role_required(*SOURCE_ADMINS)
 def source_list_view(request: HttpRequest) -> HttpResponse:
     """Each data source's last success, lag, rows in the last hour and errors."""
     return render(request, "efficiency/sources/source_list.html", {"statuses": source_status_list()})
 
 
-@role_required(Role.PLATFORM_ADMIN)
+@role_required(*SOURCE_ADMINS)
 def source_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     source = get_or_404(source_get, pk=pk)
     problems_only = request.GET.get("problems") == "1"

@@ -7,10 +7,12 @@ from django.utils.translation import gettext as _
 
 from efficiency.analysis.usage import UsageTotals, change_points, percent
 from efficiency.charts import usage as charts
-from efficiency.choices import NodeClass, Role
-from efficiency.forms import TimeRange, time_range_from_request
+from efficiency.choices import NodeClass
+from efficiency.forms import time_range_from_request
+from efficiency.permissions import USAGE_OVERVIEW_READERS
 from efficiency.selectors import usage
 from efficiency.selectors.quotas import capacity_alert_list
+from efficiency.timeranges import TimeRange
 from efficiency.views.helpers import csv_filename, csv_response, role_required
 
 
@@ -67,7 +69,7 @@ def water_level_figure(points: list[usage.UsagePoint]):
     )
 
 
-@role_required(Role.COMMITTEE, Role.PLATFORM_ADMIN)
+@role_required(*USAGE_OVERVIEW_READERS)
 def cluster_overview_view(request: HttpRequest) -> HttpResponse:
     """Cluster-wide utilization, allocation, water level, departments and node classes."""
     template = "efficiency/usage/overview.html"

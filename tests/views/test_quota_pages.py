@@ -1,13 +1,15 @@
 import csv
 import io
 import json
+from datetime import timedelta
 
 import pytest
 import yaml
 
-from efficiency.models import Quota, QuotaEvent
+from efficiency.choices import QuotaCycleStatus
+from efficiency.models import Quota, QuotaCycle, QuotaEvent
 from efficiency.services import quotas as services
-from tests.quota_fixtures import NOW, SETTINGS, make_planning
+from tests.quota_fixtures import H100, NOW, SETTINGS, WINDOW_START, make_planning
 
 
 @pytest.fixture
@@ -325,3 +327,26 @@ def test_chart_rows_name_the_gpu_model_briefly_when_there_are_several():
     # Two models that would read the same keep their full names.
     a100_40 = "NVIDIA A100-SXM4-40GB"
     assert row_labels([("BEV", a100), ("BEV", a100_40)]) == [f"BEV · {a100}", f"BEV · {a100_40}"]
+
+
+@pytest.mark.parametrize("role", ["head_vision", "committee"])
+def test_cycle_list_page_query_count_does_not_grow_with_cycles(
+    client, proposal, role, django_assert_max_num_queries
+):
+    planning, _cycle = proposal
+    for n in range(1, 7):
+        start = WINDOW_START - timedelta(days=14 * n)
+        older = QuotaCycle.objects.create(
+            cluster=planning.cluster, start=start, end=start + timedelta(days=14),
+            status=QuotaCycleStatus.APPROVED, capacity={H100: 40}, created_at=start,
+        )  # fmt: skip
+        Quota.objects.create(cycle=older, department=planning.vision, gpu_model=H100, guaranteed_gpus=16)
+        Quota.objects.create(cycle=older, department=planning.radar, gpu_model=H100, guaranteed_gpus=20)
+    client.force_login(getattr(planning, role))
+    # session, user, groups (a head's departments), cluster, the cycles, every quota behind their
+    # shared pools, the visible quotas and the departments of the history chart.
+    # If this fails, something reads the database once per cycle: prefetch it in the selector.
+    with django_assert_max_num_queries(9):
+        response = client.get("/quotas/cycles/")
+    assert response.status_code == 200
+    assert len(response.context["cycles"]) == 8
