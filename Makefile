@@ -29,9 +29,11 @@ test: $(VENV)/.dev
 test-fast: $(VENV)/.dev
 	$(PY) -m pytest -m "not e2e and not broker" $(PYTEST_ARGS)
 
+## lint: ruff, and the architecture contracts in pyproject.toml (import-linter)
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: $(VENV)/.dev
 	$(VENV)/bin/ruff format .

@@ -71,7 +71,7 @@ class Quota(models.Model):
     ``proposed_gpus`` is what the analysis proposed (kept when the committee edits
     ``guaranteed_gpus``), ``explanation`` the facts behind it — its ``steps`` (percentile, bound,
     floor, share, rounding, each with its numbers; efficiency.analysis.quotas), rendered in the
-    reader's language by efficiency.views.quota_explanation — and ``demand_gpus`` the hourly
+    reader's language by efficiency.quota_explanation — and ``demand_gpus`` the hourly
     demand it was computed from (mean GPUs per hour).
     """
 

@@ -3,9 +3,8 @@
 from django import template
 
 from efficiency.charts.toolkit import duration_text
-from efficiency.scoping import user_role
+from efficiency.permissions import FAULT_OPERATORS, has_role
 from efficiency.selectors.faults import node_fault_state
-from efficiency.views.faults import OPERATORS
 
 register = template.Library()
 
@@ -17,7 +16,7 @@ def node_state(context, node):
     return {
         "node": node,
         "state": _state(context, node),
-        "can_operate": user_role(user) in OPERATORS,
+        "can_operate": has_role(user, FAULT_OPERATORS),
         "csrf_token": context.get("csrf_token"),
         "request": context["request"],
     }
