@@ -53,10 +53,12 @@ class IncidentViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
             return serializers.IncidentSerializer
         return serializers.IncidentDetailSerializer
 
-    def _act(self, run):
+    def _act(self, operation: str, reason: str = ""):
         incident = self.get_object()
         try:
-            run(incident)
+            fault_services.incident_operation_run(
+                incident=incident, operation=operation, actor=self.request.user, reason=reason
+            )
         except fault_services.IncidentActionRefused as refused:
             raise IncidentActionConflict(refused.reason) from None
         incident = self.get_queryset().get(pk=incident.pk)
@@ -65,23 +67,17 @@ class IncidentViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
     @action(detail=True, methods=["post"])
     def isolate(self, request, pk=None):
-        return self._act(lambda incident: fault_services.node_isolate(incident=incident, actor=request.user))
+        return self._act(fault_services.ISOLATE)
 
     @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
     @action(detail=True, methods=["post"])
     def restart(self, request, pk=None):
-        return self._act(
-            lambda incident: fault_services.job_restart_request(incident=incident, actor=request.user)
-        )
+        return self._act(fault_services.RESTART)
 
     @extend_schema(request=None, responses=serializers.IncidentDetailSerializer)
     @action(detail=True, methods=["post"], url_path="return-to-service")
     def return_to_service(self, request, pk=None):
-        return self._act(
-            lambda incident: fault_services.node_return_to_service(
-                node=incident.node, incident=incident, actor=request.user
-            )
-        )
+        return self._act(fault_services.RETURN_TO_SERVICE)
 
     @extend_schema(
         request=serializers.IncidentCloseSerializer, responses=serializers.IncidentDetailSerializer
@@ -90,12 +86,7 @@ class IncidentViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     def close(self, request, pk=None):
         body = serializers.IncidentCloseSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        reason = body.validated_data["reason"]
-        return self._act(
-            lambda incident: fault_services.incident_close(
-                incident=incident, reason=reason, actor=request.user
-            )
-        )
+        return self._act(fault_services.CLOSE, reason=body.validated_data["reason"])
 
 
 class FaultSignalViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):

@@ -357,22 +357,16 @@ def incident_action_view(request: HttpRequest, pk: int, action: str) -> HttpResp
     if action not in services.OPERATIONS:
         raise Http404(action)
     try:
-        if action == services.CLOSE:
-            services.incident_close(
-                incident=incident, reason=request.POST.get("reason", ""), actor=request.user
-            )
-            messages.success(request, _("Incident closed."))
-        elif action == services.ISOLATE:
-            _say_outcome(request, action, services.node_isolate(incident=incident, actor=request.user))
-        elif action == services.RESTART:
-            _say_outcome(request, action, services.job_restart_request(incident=incident, actor=request.user))
-        else:
-            actions = services.node_return_to_service(
-                node=incident.node, incident=incident, actor=request.user
-            )
-            _say_outcome(request, action, actions)
+        actions = services.incident_operation_run(
+            incident=incident, operation=action, actor=request.user, reason=request.POST.get("reason", "")
+        )
     except services.IncidentActionRefused as refused:
         messages.error(request, refused.reason)
+        return redirect("efficiency:incident-detail", pk=incident.pk)
+    if action == services.CLOSE:
+        messages.success(request, _("Incident closed."))
+    else:
+        _say_outcome(request, action, actions)
     return redirect("efficiency:incident-detail", pk=incident.pk)
 
 

@@ -171,6 +171,26 @@ def incident_close(*, incident: Incident, reason: str, actor=None, now: datetime
     )
 
 
+def incident_operation_run(
+    *, incident: Incident, operation: str, actor, reason: str = "", now: datetime | None = None
+) -> list[IncidentAction]:
+    """Run one of ``OPERATIONS`` on an incident for a person (the page and the API both call this).
+
+    Returns the actions carried out (none for a close). Raises ``IncidentActionRefused`` when the
+    operation does not apply to the incident in its state, and ``ValueError`` for an unknown one.
+    """
+    if operation == CLOSE:
+        incident_close(incident=incident, reason=reason, actor=actor, now=now)
+        return []
+    if operation == ISOLATE:
+        return node_isolate(incident=incident, actor=actor, now=now)
+    if operation == RESTART:
+        return job_restart_request(incident=incident, actor=actor, now=now)
+    if operation == RETURN_TO_SERVICE:
+        return node_return_to_service(node=incident.node, incident=incident, actor=actor, now=now)
+    raise ValueError(f"unknown incident operation {operation!r}")
+
+
 def incident_mark_closed(incident: Incident, *, now: datetime, actor, reason: str, facts: dict) -> Incident:
     incident.status = IncidentStatus.CLOSED
     incident.closed_at = max(now, incident.detected_at)
