@@ -2,7 +2,7 @@
 
 import csv
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import wraps
 from typing import Any
 
@@ -12,14 +12,14 @@ from django.db import models
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 
 from efficiency.choices import Role
+from efficiency.days import day_of
 from efficiency.scoping import user_role
 from efficiency.timeranges import TimeRange
-from efficiency.times import display_time
+from efficiency.times import portal_day_zone
 
 PAGE_SIZE = 50
 
@@ -107,7 +107,12 @@ def csv_filename(stem: str, *parts: "str | datetime | TimeRange") -> str:
 
 
 def _local_day(moment: datetime) -> str:
-    return f"{timezone.localtime(moment):%Y%m%d}"
+    return portal_day_text(moment, "%Y%m%d")
+
+
+def portal_day_text(moment: datetime, pattern: str = "%Y-%m-%d") -> str:
+    """The portal day ``moment`` falls in (efficiency.days), as text: file names and day labels."""
+    return f"{day_of(moment, portal_day_zone()):{pattern}}"
 
 
 CSV_BATCH_ROWS = 1000
@@ -168,7 +173,12 @@ def _csv_cell(value):
     if isinstance(value, bool):
         return str(_("Yes") if value else _("No"))
     if isinstance(value, datetime):
-        return display_time(value).isoformat()
+        # One zone for every export, the portal day's, each cell labelled with its UTC offset
+        # (unambiguous in the repeated hour when clocks go back); UTC where the zone cannot hold it.
+        try:
+            return value.astimezone(portal_day_zone()).isoformat()
+        except OverflowError:
+            return value.astimezone(UTC).isoformat()
     if isinstance(value, Promise):
         value = str(value)
     if isinstance(value, str):

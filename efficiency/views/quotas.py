@@ -21,7 +21,7 @@ from efficiency.scoping import user_role
 from efficiency.selectors import quotas as selectors
 from efficiency.selectors.inventory import department_names
 from efficiency.services import quotas as services
-from efficiency.views.helpers import csv_response, get_or_404, role_required
+from efficiency.views.helpers import csv_response, get_or_404, portal_day_text, role_required
 from efficiency.views.usage import local_times
 
 
@@ -66,7 +66,7 @@ def quota_overview_view(request: HttpRequest) -> HttpResponse:
     overview = selectors.quota_overview(user=request.user, cluster=cluster, now=timezone.now())
     if request.GET.get("export") == "csv" and overview.cycle:
         return csv_response(
-            f"quotas-in-force-{timezone.localtime(overview.cycle.start):%Y%m%d}.csv",
+            f"quotas-in-force-{portal_day_text(overview.cycle.start, '%Y%m%d')}.csv",
             [
                 _("Department"),
                 _("GPU model"),
@@ -118,7 +118,7 @@ def quota_cycle_list_view(request: HttpRequest) -> HttpResponse:
     if cycles:
         history = selectors.quota_history(user=request.user, cycles=list(reversed(cycles)))
         context["history_figure"] = charts.quota_history_figure(
-            [f"{timezone.localtime(c.start):%Y-%m-%d}" for c in history.cycles],
+            [portal_day_text(c.start) for c in history.cycles],
             history.guaranteed_gpus,
             history.shared_pool_gpus,
             title=_("Guaranteed GPUs per cycle"),
@@ -216,7 +216,7 @@ def cycle_csv(cycle) -> HttpResponse:
     for quota in quotas:
         quota.cycle = cycle
     return csv_response(
-        f"quotas-{timezone.localtime(cycle.start):%Y%m%d}.csv",
+        f"quotas-{portal_day_text(cycle.start, '%Y%m%d')}.csv",
         [
             _("Department"),
             _("Code"),
@@ -405,7 +405,7 @@ def backtest_csv(cycle, backtest, names: dict[str, str]) -> HttpResponse:
                          q["wait_p95_s"], round(q["unmet_gpu_hours"], 1), q["waiting_at_end"],
                          q.get("cancelled", 0)])  # fmt: skip
     return csv_response(
-        f"backtest-{timezone.localtime(cycle.start):%Y%m%d}.csv",
+        f"backtest-{portal_day_text(cycle.start, '%Y%m%d')}.csv",
         [
             _("Policy"),
             _("Department"),

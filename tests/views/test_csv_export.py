@@ -69,3 +69,16 @@ def test_a_job_named_like_a_formula_is_exported_inert(client, org, name):
     client.force_login(org.admin)
     rows = csv.DictReader(io.StringIO(client.get("/jobs/?export=csv").getvalue().decode("utf-8-sig")))
     assert {row["Name"] for row in rows} == {"'" + name, "radar-train"}
+
+
+def test_csv_times_are_in_the_portal_day_zone_with_their_offset(settings):
+    # Every export writes times in one zone, the portal day's, each labelled with its offset:
+    # Berlin in summer is +02:00, in winter +01:00; a moment the zone cannot hold stays in UTC.
+    from datetime import UTC, datetime
+
+    from efficiency.views.helpers import _csv_cell
+
+    settings.TIME_ZONE = "Europe/Berlin"
+    assert _csv_cell(datetime(2026, 7, 1, 10, 0, tzinfo=UTC)) == "2026-07-01T12:00:00+02:00"
+    assert _csv_cell(datetime(2026, 1, 1, 10, 0, tzinfo=UTC)) == "2026-01-01T11:00:00+01:00"
+    assert _csv_cell(datetime(9999, 12, 31, 23, 30, tzinfo=UTC)) == "9999-12-31T23:30:00+00:00"
