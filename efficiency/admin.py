@@ -344,9 +344,9 @@ class AuditedReadOnlyAdmin(ReadOnlyAdminMixin, SimpleHistoryAdmin):
 
 @admin.register(Incident)
 class IncidentAdmin(AuditedReadOnlyAdmin):
-    list_display = ["pk", "title", "category", "status", "node", "department", "occurred_at"]
+    list_display = ["pk", "root_signature_id", "category", "status", "node", "department", "occurred_at"]
     list_filter = ["status", "category", "severity"]
-    search_fields = ["title", "node__hostname", "job__external_id"]
+    search_fields = ["root_signature_id", "node__hostname", "job__external_id"]
     list_select_related = ["node", "department"]
 
 

@@ -93,6 +93,14 @@ class QuotaCycleStatus(models.TextChoices):
     APPROVED = "approved", _("Approved")
 
 
+class QuotaCycleOrigin(models.TextChoices):
+    """How a cycle's quotas were set: a cluster's first cycle is its fixed partition (each
+    department guaranteed the GPUs it owns); every later one starts as the portal's proposal."""
+
+    FIXED_PARTITION = "fixed_partition", _("Fixed partition")
+    PROPOSAL = "proposal", _("Proposal")
+
+
 class QuotaEventKind(models.TextChoices):
     CREATED = "created", _("Cycle created")
     PROPOSED = "proposed", _("Proposal computed")

@@ -149,7 +149,7 @@ def _rounding(s: dict, steps: dict) -> str:
 
 def event_facts(event, cycle) -> str:
     """What the portal recorded beside a person's comment on a cycle's event, as a sentence."""
-    if event.kind == QuotaEventKind.CREATED and cycle.origin == "fixed_partition":
+    if event.kind == QuotaEventKind.CREATED and cycle.is_fixed_partition:
         return _("Fixed partition: owned GPUs.")
     detail = event.detail or {}
     if "borrowing_limit_to_gpus" not in detail:

@@ -22,6 +22,7 @@ from efficiency.choices import (
     MappingKind,
     NodeClass,
     NodeState,
+    QuotaCycleOrigin,
     QuotaCycleStatus,
     QuotaEventKind,
     Role,
@@ -354,7 +355,7 @@ class IncidentFactory(factory.django.DjangoModelFactory):
     category = FaultCategory.HARDWARE_GPU
     severity = Severity.CRITICAL
     code = "79"
-    title = "xid-79"
+    root_signature_id = "xid-79"
     status = IncidentStatus.OPEN
     occurred_at = factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=5))
     detected_at = factory.LazyAttribute(lambda o: o.occurred_at + timedelta(minutes=1))
@@ -454,6 +455,7 @@ class QuotaCycleFactory(factory.django.DjangoModelFactory):
     start = factory.LazyFunction(lambda: timezone.now() - timedelta(days=2))
     end = factory.LazyAttribute(lambda o: o.start + timedelta(days=14))
     status = QuotaCycleStatus.APPROVED
+    origin = QuotaCycleOrigin.PROPOSAL
     capacity = factory.LazyFunction(lambda: {H100: 32})
     created_at = factory.LazyAttribute(lambda o: o.start - timedelta(days=3))
 

@@ -510,7 +510,7 @@ class IncidentSerializer(ModelSerializer):
             "category",
             "severity",
             "code",
-            "title",
+            "root_signature_id",
             "status",
             "confirmed",
             "occurred_at",

@@ -54,7 +54,7 @@ class Incident(models.Model):
     category = models.CharField(_("root cause"), max_length=30, choices=FaultCategory.choices)
     severity = models.CharField(_("severity"), max_length=10, choices=Severity.choices)
     code = models.CharField(_("code"), max_length=40, blank=True)
-    title = models.CharField(_("title"), max_length=300)
+    root_signature_id = models.CharField(_("root signature"), max_length=300)
     status = models.CharField(
         _("status"), max_length=12, choices=IncidentStatus.choices, default=IncidentStatus.OPEN
     )
@@ -121,7 +121,7 @@ class Incident(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.title
+        return self.root_signature_id
 
     @property
     def is_finished(self) -> bool:

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from efficiency.choices import CapacityAlertKind, QuotaCycleStatus, QuotaEventKind
+from efficiency.choices import CapacityAlertKind, QuotaCycleOrigin, QuotaCycleStatus, QuotaEventKind
 from efficiency.models.inventory import Cluster, Department
 
 
@@ -33,7 +33,7 @@ class QuotaCycle(models.Model):
     proposal_settings = models.JSONField(_("proposal settings"), default=dict, blank=True)
     demand_start = models.DateTimeField(_("demand from"), null=True, blank=True)
     demand_end = models.DateTimeField(_("demand until"), null=True, blank=True)
-    origin = models.CharField(_("origin"), max_length=200, blank=True)
+    origin = models.CharField(_("origin"), max_length=20, choices=QuotaCycleOrigin.choices)
     created_at = models.DateTimeField(_("created at"))
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -63,6 +63,10 @@ class QuotaCycle(models.Model):
     @property
     def is_proposed(self) -> bool:
         return self.status == QuotaCycleStatus.PROPOSED
+
+    @property
+    def is_fixed_partition(self) -> bool:
+        return self.origin == QuotaCycleOrigin.FIXED_PARTITION
 
 
 class Quota(models.Model):

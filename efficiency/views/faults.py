@@ -197,7 +197,7 @@ def incident_context(request: HttpRequest, incident) -> dict:
         if start is not None
     ]
     ettr = selectors.job_ettr(incident.job, [incident], now=timezone.now()) if incident.job else None
-    signature = SIGNATURES_BY_ID.get(incident.title)
+    signature = SIGNATURES_BY_ID.get(incident.root_signature_id)
     can_operate = has_role(request.user, OPERATORS)
     operations = services.incident_operations(incident=incident) if can_operate else {}
     # A finished incident's phases stop where it ended; an open one's last phase runs to now.
@@ -280,7 +280,7 @@ def report_data(incident) -> dict:
         "root_cause": incident.category,
         "code": incident.code,
         "severity": incident.severity,
-        "signature": incident.title,
+        "signature": incident.root_signature_id,
         "job": incident.job.external_id if incident.job else None,
         "department": incident.department.code if incident.department else None,
         "node": incident.node.hostname if incident.node else None,

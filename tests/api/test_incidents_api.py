@@ -14,7 +14,7 @@ def incident(org):
     at = timezone.now().replace(microsecond=0) - timedelta(minutes=30)
     return Incident.objects.create(
         cluster=org.cluster, job=org.job_a, department=org.dept_a, node=org.node_a, category="hardware_gpu",
-        severity="critical", code="79", title="xid-79", occurred_at=at,
+        severity="critical", code="79", root_signature_id="xid-79", occurred_at=at,
         detected_at=at + timedelta(seconds=20), located_at=at + timedelta(seconds=25), gpu_count=8,
     )  # fmt: skip
 
@@ -75,7 +75,7 @@ def test_an_isolated_node_returns_to_service(client, org, incident):
 def test_a_head_lists_the_incidents_on_the_nodes_their_department_owns(client, org, incident):
     other = Incident.objects.create(
         cluster=org.cluster, node=org.node_b, category="hardware_gpu", severity="critical", code="48",
-        title="xid-48", occurred_at=incident.occurred_at, detected_at=incident.detected_at,
+        root_signature_id="xid-48", occurred_at=incident.occurred_at, detected_at=incident.detected_at,
     )  # fmt: skip
     client.force_login(org.head_b)
     assert [row["id"] for row in client.get("/api/v1/incidents/").json()["results"]] == [other.pk]

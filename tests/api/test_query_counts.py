@@ -36,8 +36,8 @@ def world(db):
         at = NOW - timedelta(hours=n + 1)
         incident = Incident.objects.create(
             cluster=planning.cluster, job=job, department=planning.vision, node=nodes[n],
-            category="hardware_gpu", severity="critical", code="79", title="xid-79", occurred_at=at,
-            detected_at=at, gpu_count=8, closed_by=planning.admin,
+            category="hardware_gpu", severity="critical", code="79", root_signature_id="xid-79",
+            occurred_at=at, detected_at=at, gpu_count=8, closed_by=planning.admin,
         )  # fmt: skip
         FaultSignal.objects.create(
             cluster=planning.cluster, evidence_key=f"t:{n}", source="log", signature_id="xid-79",

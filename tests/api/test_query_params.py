@@ -35,7 +35,7 @@ def world(db):
     now = timezone.now()
     incident = Incident.objects.create(
         cluster=planning.cluster, job=job, department=planning.vision, node=node, category="hardware_gpu",
-        severity="critical", code="79", title="xid-79", occurred_at=now - timedelta(hours=1),
+        severity="critical", code="79", root_signature_id="xid-79", occurred_at=now - timedelta(hours=1),
         detected_at=now - timedelta(hours=1), gpu_count=8,
     )  # fmt: skip
     signal = FaultSignal.objects.create(

@@ -58,7 +58,7 @@ def vision_at_work(transactional_db):
     quota_cycle_initial_create(cluster=cluster, start=now - timedelta(days=3), now=now)
     Incident.objects.create(
         cluster=cluster, job=running[1], department=vision, node=nodes[1], category="hardware_gpu",
-        severity="critical", code="79", title="xid-79", occurred_at=now - timedelta(hours=1),
+        severity="critical", code="79", root_signature_id="xid-79", occurred_at=now - timedelta(hours=1),
         detected_at=now - timedelta(hours=1),
     )  # fmt: skip
 

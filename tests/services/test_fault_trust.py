@@ -320,7 +320,7 @@ def test_the_database_refuses_an_incident_located_before_it_was_detected(org):
     with pytest.raises(IntegrityError), transaction.atomic():
         Incident.objects.create(
             cluster=org.cluster, node=org.node_a, category="hardware_gpu", severity="critical",
-            title="xid-79", occurred_at=T0, detected_at=T0 + timedelta(minutes=1), located_at=T0,
+            root_signature_id="xid-79", occurred_at=T0, detected_at=T0 + timedelta(minutes=1), located_at=T0,
         )  # fmt: skip
 
 
@@ -328,7 +328,8 @@ def test_the_database_refuses_a_recovery_before_the_restart_was_requested(org):
     with pytest.raises(IntegrityError), transaction.atomic():
         Incident.objects.create(
             cluster=org.cluster, node=org.node_a, category="hardware_gpu", severity="critical",
-            title="xid-79", occurred_at=T0, detected_at=T0, restart_requested_at=T0 + timedelta(minutes=5),
+            root_signature_id="xid-79", occurred_at=T0, detected_at=T0,
+            restart_requested_at=T0 + timedelta(minutes=5),
             recovered_at=T0 + timedelta(minutes=2),
         )  # fmt: skip
 

@@ -21,7 +21,8 @@ def incidents(org):
         at = now - timedelta(minutes=minutes_ago)
         incident = Incident.objects.create(
             cluster=org.cluster, job=job, department=dept, node=node, category=category, severity="critical",
-            code=code, title=f"xid-{code}", occurred_at=at, detected_at=at + timedelta(seconds=20),
+            code=code, root_signature_id=f"xid-{code}", occurred_at=at,
+            detected_at=at + timedelta(seconds=20),
             located_at=at + timedelta(seconds=25), gpu_count=8,
         )  # fmt: skip
         FaultSignal.objects.create(

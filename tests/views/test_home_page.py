@@ -56,7 +56,8 @@ def incident(org, job, dept, *, minutes_ago, status=IncidentStatus.OPEN):
     at = timezone.now() - timedelta(minutes=minutes_ago)
     return Incident.objects.create(
         cluster=org.cluster, job=job, department=dept, node=job.nodes.first(), category="hardware_gpu",
-        severity="critical", code="79", title="xid-79", occurred_at=at, detected_at=at, status=status,
+        severity="critical", code="79", root_signature_id="xid-79", occurred_at=at, detected_at=at,
+        status=status,
     )  # fmt: skip
 
 

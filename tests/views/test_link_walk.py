@@ -57,7 +57,8 @@ def world(org):
     # A fault seen only in the metrics of department B's node: no job, so no department of its own.
     node_incident = Incident.objects.create(
         cluster=org.cluster, node=org.node_b, category="hardware_memory_ecc", severity="critical",
-        code="48", title="xid-48", occurred_at=now - timedelta(hours=2), detected_at=now - timedelta(hours=2),
+        code="48", root_signature_id="xid-48", occurred_at=now - timedelta(hours=2),
+        detected_at=now - timedelta(hours=2),
     )  # fmt: skip
     org.node_b.state, org.node_b.state_reason = NodeState.ISOLATED, f"incident {node_incident.pk}: xid-48"
     org.node_b.save()

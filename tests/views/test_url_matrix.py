@@ -58,7 +58,7 @@ def _incident(o):
     now = timezone.now()
     return Incident.objects.filter(job=o.job_a).first() or Incident.objects.create(
         cluster=o.cluster, job=o.job_a, department=o.dept_a, node=o.node_a, category="hardware_gpu",
-        severity="critical", code="79", title="xid-79", occurred_at=now, detected_at=now,
+        severity="critical", code="79", root_signature_id="xid-79", occurred_at=now, detected_at=now,
     )  # fmt: skip
 
 

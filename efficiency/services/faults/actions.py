@@ -249,7 +249,7 @@ def _carry_out(
             gpu=incident.gpu_index,
             job_id=incident.job.external_id if incident.job else None,
             category=incident.category,
-            reason=f"portal incident {incident.pk}: {incident.title}",
+            reason=f"portal incident {incident.pk}: {incident.root_signature_id}",
             extra={"cluster": incident.cluster.slug},
         )
         try:
@@ -282,7 +282,9 @@ def _node_state_change(
 ) -> bool:
     """Move ``node`` from ``before`` to ``after`` in the inventory and its history; False when it
     was not in ``before`` any more (someone else changed it meanwhile)."""
-    reason = f"incident {incident.pk}: {incident.title}"[:300] if after == NodeState.ISOLATED else ""
+    reason = (
+        f"incident {incident.pk}: {incident.root_signature_id}"[:300] if after == NodeState.ISOLATED else ""
+    )
     with transaction.atomic():
         changed = Node.objects.filter(pk=node.pk, state=before).update(
             state=after, state_reason=reason, updated_at=timezone.now()

@@ -121,7 +121,7 @@ def _incident_create(cluster: Cluster, signal: FaultSignal) -> Incident:
         category=signal.category,
         severity=signal.severity,
         code=signal.code,
-        title=signal.signature_id,
+        root_signature_id=signal.signature_id,
         occurred_at=signal.occurred_at,
         detected_at=signal.detected_at,
         gpu_count=job.gpu_count if job else (signal.node.gpu_count if signal.node else 0),
@@ -195,7 +195,7 @@ def _locate(incident: Incident) -> bool:
     )
     incident.confirmed = bool(trusted)
     incident.category, incident.severity, incident.code = root.category, root.severity, root.code
-    incident.title = root.signature_id
+    incident.root_signature_id = root.signature_id
     incident.node, incident.rank = node, rank
     incident.gpu_index = next(
         (

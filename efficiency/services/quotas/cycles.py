@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from efficiency.analysis.quotas import Key
-from efficiency.choices import QuotaCycleStatus, QuotaEventKind
+from efficiency.choices import QuotaCycleOrigin, QuotaCycleStatus, QuotaEventKind
 from efficiency.days import day_of, day_start_after, day_start_of
 from efficiency.models import Cluster, Department, Quota, QuotaCycle, QuotaEvent
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus
@@ -56,7 +56,7 @@ def quota_cycle_initial_create(
         end=cycle_end(start),
         status=QuotaCycleStatus.APPROVED,
         capacity=cluster_capacity(cluster=cluster),
-        origin="fixed_partition",
+        origin=QuotaCycleOrigin.FIXED_PARTITION,
         created_at=now,
         created_by=actor,
         approved_at=now,

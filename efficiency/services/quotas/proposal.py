@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 
 from efficiency import dispatch
 from efficiency.analysis.quotas import ProposalSettings, propose_quotas
-from efficiency.choices import QuotaCycleStatus, QuotaEventKind
+from efficiency.choices import QuotaCycleOrigin, QuotaCycleStatus, QuotaEventKind
 from efficiency.days import day_start_after
 from efficiency.models import Cluster, Department, Quota, QuotaCycle
 from efficiency.selectors.quotas import cluster_capacity, hourly_demand, quota_cycle_in_force, quota_job_rows
@@ -82,7 +82,7 @@ def quota_proposal_create(
             proposal_settings=dataclasses.asdict(knobs),
             demand_start=demand_start,
             demand_end=demand_end,
-            origin="proposal",
+            origin=QuotaCycleOrigin.PROPOSAL,
             created_at=now,
             created_by=actor,
         )
