@@ -6,7 +6,7 @@ tests that need a known state without running the pipeline; the pipeline itself 
 raw input.
 """
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import factory
 from django.contrib.auth import get_user_model
@@ -31,6 +31,7 @@ from efficiency.choices import (
     SignalSource,
     SourceKind,
 )
+from efficiency.days import day_of, day_start_after, day_start_of
 from efficiency.models import (
     ActuatorConfig,
     ApiToken,
@@ -67,6 +68,7 @@ from efficiency.models import (
 )
 from efficiency.models.tokens import token_digest
 from efficiency.services.organisation import user_role_assign
+from efficiency.times import portal_day_zone
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -304,7 +306,8 @@ class NodeDayFactory(factory.django.DjangoModelFactory):
         model = NodeDay
 
     node = factory.SubFactory(NodeFactory)
-    day = factory.LazyFunction(lambda: (timezone.now() - timedelta(days=1)).date())
+    day = factory.LazyFunction(lambda: day_of(timezone.now(), portal_day_zone()) - timedelta(days=1))
+    day_zone = factory.LazyFunction(lambda: portal_day_zone().key)
     cluster = factory.LazyAttribute(lambda o: o.node.cluster)
     owner_department = factory.LazyAttribute(lambda o: o.node.owner_department)
     available_gpu_s = factory.LazyAttribute(lambda o: o.node.gpu_count * 86_400.0)
@@ -314,16 +317,16 @@ class NodeDayFactory(factory.django.DjangoModelFactory):
 
 
 class NodeClassificationFactory(factory.django.DjangoModelFactory):
-    """A steady node over the two weeks that ended at the last UTC midnight."""
+    """A steady node over the fourteen portal days that ended at the last midnight."""
 
     class Meta:
         model = NodeClassification
 
     node = factory.SubFactory(NodeFactory)
-    cycle_end = factory.LazyFunction(
-        lambda: timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    )
-    cycle_start = factory.LazyAttribute(lambda o: o.cycle_end - timedelta(days=14))
+    # Whole portal days ending at the last midnight, as node_classes_refresh cuts them.
+    cycle_end = factory.LazyFunction(lambda: day_start_of(timezone.now(), portal_day_zone()))
+    day_zone = factory.LazyFunction(lambda: portal_day_zone().key)
+    cycle_start = factory.LazyAttribute(lambda o: day_start_after(o.cycle_end, -14, portal_day_zone()))
     node_class = NodeClass.STEADY
     covered_hours = 336
     mean_util_pct = 55.0
