@@ -633,7 +633,11 @@ class _Replay:
         state.pool_grew = False
 
     def start(self, rank: int, lane: _Lane, candidates: list, now: float) -> None:
-        """Start the head ``rank`` of ``lane`` at ``now``; its successor becomes a candidate."""
+        """Start the head ``rank`` of ``lane`` at ``now``; its successor becomes a candidate.
+
+        Runs once per started job: it reads each attribute once and does ``account``'s arithmetic
+        inline (a job starts inside the window, so only its end can fall outside it).
+        """
         gpus = self.gpus_of[rank]
         used = lane.used
         borrowed = used - lane.guaranteed
@@ -648,19 +652,49 @@ class _Replay:
         heapq.heappush(self.completions, (finish, rank, lane, gpus))
         wait = now - self.arrival_of[rank]
         self.waits.append(wait)
-        self.unmet_gpu_s += gpus * wait
+        unmet = gpus * wait
+        self.unmet_gpu_s += unmet
         tally = self.tally_of[rank]
         tally.started += 1
         tally.waits.append(wait)
-        tally.unmet_gpu_s += gpus * wait
+        tally.unmet_gpu_s += unmet
         self.started_count += 1
         index = self.queued[rank]
         fraction = self.jobs[index].busy_fraction
-        self.account(gpus, now, finish, self.default_busy_fraction if fraction is None else fraction, tally)
+        if fraction is None:
+            fraction = self.default_busy_fraction
         if self.starts is not None:
             self.starts[index] = now
         if lane.fifo:
             heapq.heappush(candidates, (lane.fifo[0], lane.version, lane))
+        # account(gpus, now, finish, fraction, tally), inline.
+        end_s = self.end_s
+        stop = finish if finish < end_s else end_s
+        if stop <= now:
+            return
+        gpu_s = gpus * (stop - now)
+        self.allocated_gpu_s += gpu_s
+        self.busy_gpu_s += gpu_s * fraction
+        tally.allocated_gpu_s += gpu_s
+        start_s = self.start_s
+        hour_count = self.hour_count
+        hour_gpu_s = self.hour_gpu_s
+        first_s = now - start_s
+        last_s = stop - start_s
+        first = int(first_s // HOUR_S)
+        last = int(last_s // HOUR_S)
+        if last > hour_count:
+            last = hour_count
+        if first == last:
+            hour_gpu_s[first] += gpus * (last_s - first_s)
+            return
+        hour_gpu_s[first] += gpus * ((first + 1) * HOUR_S - first_s)
+        if last < hour_count:
+            hour_gpu_s[last] += gpus * (last_s - last * HOUR_S)
+        if last > first + 1:
+            hour_steps = self.hour_steps
+            hour_steps[first + 1] += gpus
+            hour_steps[last] -= gpus
 
     def summarise(self) -> BacktestResult:
         """The window's figures: jobs still waiting at its end count with their wait up to it."""
