@@ -172,8 +172,14 @@ def department_heatmap(
         .filter(owner_department=department)
         .values_list("node__hostname", "day", "sampled_gpu_s", "busy_gpu_s")
     )
+    starts = {
+        day: days.day_start(day, zone) for day in days.days_covering(time_range.start, time_range.end, zone)
+    }
     return _heatmap(
-        ((host, days.day_start(day, zone), sampled, busy) for host, day, sampled, busy in rows),
+        (
+            (host, starts.get(day) or days.day_start(day, zone), sampled, busy)
+            for host, day, sampled, busy in rows
+        ),
         block_hours=1,
     )
 
