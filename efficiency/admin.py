@@ -6,6 +6,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.http import Http404
+from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy as _
 from rest_framework.authtoken.models import TokenProxy
 from simple_history.admin import SimpleHistoryAdmin as _SimpleHistoryAdmin
@@ -42,6 +43,11 @@ class SimpleHistoryAdmin(_SimpleHistoryAdmin):
     """
 
     def history_form_view(self, request, object_id, version_id, extra_context=None):
+        if version_id == "password" and hasattr(self, "user_change_password"):
+            # The user form's relative "this form" password link, followed from a past version:
+            # it means the user's own password page.
+            opts = self.opts
+            return redirect(f"admin:{opts.app_label}_{opts.model_name}_password_change", object_id)
         if not str(version_id).isdigit():
             raise Http404
         return super().history_form_view(request, object_id, version_id, extra_context)

@@ -163,7 +163,7 @@ def test_platform_admins_read_the_trail_of_incidents_and_quotas_in_the_admin(cli
     assert client.get(reverse("admin:efficiency_incident_history", args=[incident.pk])).status_code == 302
 
 
-def test_following_the_password_link_from_a_users_past_version_is_a_404_not_a_500(client, org):
+def test_following_the_password_link_from_a_users_past_version_leads_to_the_password_page(client, org):
     platform_admin = UserFactory(username="ops", role=Role.PLATFORM_ADMIN)
     client.force_login(platform_admin)
     version = org.head_a.history.first()
@@ -171,5 +171,9 @@ def test_following_the_password_link_from_a_users_past_version_is_a_404_not_a_50
     assert page.status_code == 200
 
     # The user form's "change password" link is relative: from the version's page it names
-    # ".../history/password/", which is no version.
-    assert client.get(f"/admin/auth/user/{org.head_a.pk}/history/password/").status_code == 404
+    # ".../history/password/", which is no version but means the user's password page.
+    followed = client.get(f"/admin/auth/user/{org.head_a.pk}/history/password/", follow=True)
+    assert followed.redirect_chain[-1][0] == reverse("admin:auth_user_password_change", args=[org.head_a.pk])
+    assert followed.status_code == 200
+    # Any other text where the version belongs is a 404, not a 500.
+    assert client.get(f"/admin/auth/user/{org.head_a.pk}/history/nonsense/").status_code == 404
