@@ -59,6 +59,9 @@ def test_quota_chart_titles_are_whole_at_any_width(browser, live_server, proposa
     seen = 0
     for name, path in pages.items():
         page.goto(path)
+        # The page itself never scrolls sideways (wide tables scroll inside their wrapper; the
+        # committee's edit inputs carry visually hidden labels that must stay inside it too).
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (name, width, language)
         for chart_id, chart, title, legend in chart_boxes(page):
             seen += 1
             where = (name, chart_id, width, language)
