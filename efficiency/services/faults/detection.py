@@ -172,38 +172,45 @@ def xid_count_signals_record(
 def _metric_xid_signal(cluster, node: Node, gpu: int, xid: int, at: datetime, key: str, facts: dict):
     """A signal for an Xid the metrics report on a GPU, classified by the signature catalog."""
     signature = SIGNATURES_BY_ID.get(f"xid-{xid}") or SIGNATURES_BY_ID["xid-other"]
+    return _gpu_metric_signal(
+        cluster, node, gpu, at, key, facts,
+        signature_id=signature.id, category=signature.category, severity=signature.severity, code=str(xid),
+    )  # fmt: skip
+
+
+def _ecc_signal(cluster, node: Node, gpu: int, at: datetime, new_errors: float) -> FaultSignal:
+    facts = message("metric_ecc_dbe", errors=new_errors, gpu=gpu)
+    return _gpu_metric_signal(
+        cluster, node, gpu, at, f"metric:ecc-dbe:{node.pk}:{gpu}:{at.isoformat()}", facts,
+        signature_id="ecc-dbe-counter", category=FaultCategory.HARDWARE_MEMORY_ECC,
+        severity=Severity.CRITICAL, code="DBE",
+    )  # fmt: skip
+
+
+def _gpu_metric_signal(
+    cluster,
+    node: Node,
+    gpu: int,
+    at: datetime,
+    key: str,
+    facts: dict,
+    *,
+    signature_id,
+    category,
+    severity,
+    code,
+) -> FaultSignal:
+    """Evidence from the exporter's metrics about one GPU: trusted (the exporter runs on the node,
+    not in a job), charged to the job that held the node then."""
     job = job_on_node(node, at)
     return FaultSignal(
         cluster=cluster,
         evidence_key=key,
         source=SignalSource.METRIC,
-        signature_id=signature.id,
-        category=signature.category,
-        severity=signature.severity,
-        code=str(xid),
-        job=job,
-        department_id=job.department_id if job else None,
-        node=node,
-        gpu_index=gpu,
-        occurred_at=at,
-        message=render_english(facts),
-        facts=facts,
-        location=f"{node.hostname}/gpu{gpu}",
-        trusted=True,
-    )
-
-
-def _ecc_signal(cluster, node: Node, gpu: int, at: datetime, new_errors: float) -> FaultSignal:
-    job = job_on_node(node, at)
-    facts = message("metric_ecc_dbe", errors=new_errors, gpu=gpu)
-    return FaultSignal(
-        cluster=cluster,
-        evidence_key=f"metric:ecc-dbe:{node.pk}:{gpu}:{at.isoformat()}",
-        source=SignalSource.METRIC,
-        signature_id="ecc-dbe-counter",
-        category=FaultCategory.HARDWARE_MEMORY_ECC,
-        severity=Severity.CRITICAL,
-        code="DBE",
+        signature_id=signature_id,
+        category=category,
+        severity=severity,
+        code=code,
         job=job,
         department_id=job.department_id if job else None,
         node=node,
