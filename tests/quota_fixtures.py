@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from efficiency.analysis.quotas import ProposalSettings
-from efficiency.choices import JobState, Role
-from efficiency.models import Cluster, Department
+from efficiency.choices import JobState, QuotaCycleStatus, Role
+from efficiency.models import Cluster, Department, Quota, QuotaCycle
 from tests.factories import ClusterFactory, DepartmentFactory, JobFactory, NodeFactory, UserFactory
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -59,3 +59,24 @@ def make_planning() -> Planning:
         head_vision=UserFactory(username="head-vision", role=(Role.DEPARTMENT_HEAD, "vision")),
         head_radar=UserFactory(username="head-radar", role=(Role.DEPARTMENT_HEAD, "radar")),
     )
+
+
+def past_cycles_make(
+    planning: Planning, count: int, *, approved_by=None, extra_departments=()
+) -> list[QuotaCycle]:
+    """``count`` approved 14-day cycles before the demand window, newest first: vision guaranteed
+    16 H100, radar 20, and each of ``extra_departments`` 1 (so a list has rows to repeat over)."""
+    cycles = []
+    for n in range(1, count + 1):
+        start = WINDOW_START - timedelta(days=14 * n)
+        cycle = QuotaCycle.objects.create(
+            cluster=planning.cluster, start=start, end=start + timedelta(days=14),
+            status=QuotaCycleStatus.APPROVED, capacity={H100: 40}, created_at=start,
+            approved_by=approved_by,
+        )  # fmt: skip
+        Quota.objects.create(cycle=cycle, department=planning.vision, gpu_model=H100, guaranteed_gpus=16)
+        Quota.objects.create(cycle=cycle, department=planning.radar, gpu_model=H100, guaranteed_gpus=20)
+        for department in extra_departments:
+            Quota.objects.create(cycle=cycle, department=department, gpu_model=H100, guaranteed_gpus=1)
+        cycles.append(cycle)
+    return cycles

@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from efficiency.choices import CapacityAlertKind, QuotaCycleStatus
-from efficiency.models import CapacityAlert, FaultSignal, Incident, Quota, QuotaCycle, QuotaObjection
+from efficiency.choices import CapacityAlertKind
+from efficiency.models import CapacityAlert, FaultSignal, Incident, QuotaObjection
 from tests.factories import DepartmentFactory, JobFactory, NodeFactory
-from tests.quota_fixtures import H100, NOW, WINDOW_START, make_planning
+from tests.quota_fixtures import NOW, make_planning, past_cycles_make
 
 ROWS = 6
 ROLES = ["head_vision", "committee", "admin"]
@@ -45,17 +45,8 @@ def world(db):
             node=nodes[n], occurred_at=at, detected_at=at, incident=incident,
             message="NVRM: Xid (PCI:0000:18:00): 79",
         )  # fmt: skip
+    *_, cycle = past_cycles_make(planning, ROWS, approved_by=planning.committee, extra_departments=teams)
     for n in range(1, ROWS + 1):
-        start = WINDOW_START - timedelta(days=14 * n)
-        cycle = QuotaCycle.objects.create(
-            cluster=planning.cluster, start=start, end=start + timedelta(days=14),
-            status=QuotaCycleStatus.APPROVED, capacity={H100: 40}, created_at=start,
-            approved_by=planning.committee,
-        )  # fmt: skip
-        Quota.objects.create(cycle=cycle, department=planning.vision, gpu_model=H100, guaranteed_gpus=16)
-        Quota.objects.create(cycle=cycle, department=planning.radar, gpu_model=H100, guaranteed_gpus=20)
-        for team in teams:
-            Quota.objects.create(cycle=cycle, department=team, gpu_model=H100, guaranteed_gpus=1)
         CapacityAlert.objects.create(
             cluster=planning.cluster, gpu_model=f"GPU model {n}", kind=CapacityAlertKind.POOL_EXHAUSTED,
             raised_at=NOW - timedelta(days=n), checked_at=NOW, gpus_needed=n,

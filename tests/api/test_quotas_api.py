@@ -15,7 +15,7 @@ from efficiency.choices import CapacityAlertKind, QuotaCycleStatus, QuotaEventKi
 from efficiency.models import CapacityAlert, Quota, QuotaCycle, QuotaEvent
 from efficiency.services import quotas as services
 from tests.factories import UserFactory
-from tests.quota_fixtures import H100, MIDNIGHT, NOW, SETTINGS, WINDOW_START, make_planning
+from tests.quota_fixtures import H100, MIDNIGHT, NOW, SETTINGS, make_planning, past_cycles_make
 
 
 @pytest.fixture
@@ -134,15 +134,7 @@ def test_department_head_cannot_read_another_departments_quota(client, planning,
 def test_cycle_list_query_count_does_not_grow_with_cycles(
     client, planning, proposal, django_assert_max_num_queries
 ):
-    for n in range(1, 6):
-        start = WINDOW_START - timedelta(days=14 * n)
-        cycle = QuotaCycle.objects.create(
-            cluster=planning.cluster, start=start, end=start + timedelta(days=14),
-            status=QuotaCycleStatus.APPROVED, capacity={H100: 40}, created_at=start,
-            approved_by=planning.committee,
-        )  # fmt: skip
-        Quota.objects.create(cycle=cycle, department=planning.vision, gpu_model=H100, guaranteed_gpus=16)
-        Quota.objects.create(cycle=cycle, department=planning.radar, gpu_model=H100, guaranteed_gpus=20)
+    past_cycles_make(planning, 5, approved_by=planning.committee)
     client.force_login(planning.committee)
     # session + user + groups + cluster + count + page + the quotas behind the shared pools.
     # If this fails, a field is probably doing a query per cycle: select or prefetch it.

@@ -1,15 +1,13 @@
 import csv
 import io
 import json
-from datetime import timedelta
 
 import pytest
 import yaml
 
-from efficiency.choices import QuotaCycleStatus
-from efficiency.models import Quota, QuotaCycle, QuotaEvent
+from efficiency.models import Quota, QuotaEvent
 from efficiency.services import quotas as services
-from tests.quota_fixtures import H100, NOW, SETTINGS, WINDOW_START, make_planning
+from tests.quota_fixtures import NOW, SETTINGS, WINDOW_START, make_planning, past_cycles_make
 
 
 @pytest.fixture
@@ -266,7 +264,6 @@ def test_old_comments_give_their_facts_to_the_detail(db):
     from django.apps import apps
 
     from efficiency.services.quotas import quota_cycle_initial_create
-    from tests.quota_fixtures import WINDOW_START
 
     planning = make_planning()
     cycle = quota_cycle_initial_create(cluster=planning.cluster, start=WINDOW_START, now=NOW)
@@ -334,14 +331,7 @@ def test_cycle_list_page_query_count_does_not_grow_with_cycles(
     client, proposal, role, django_assert_max_num_queries
 ):
     planning, _cycle = proposal
-    for n in range(1, 7):
-        start = WINDOW_START - timedelta(days=14 * n)
-        older = QuotaCycle.objects.create(
-            cluster=planning.cluster, start=start, end=start + timedelta(days=14),
-            status=QuotaCycleStatus.APPROVED, capacity={H100: 40}, created_at=start,
-        )  # fmt: skip
-        Quota.objects.create(cycle=older, department=planning.vision, gpu_model=H100, guaranteed_gpus=16)
-        Quota.objects.create(cycle=older, department=planning.radar, gpu_model=H100, guaranteed_gpus=20)
+    past_cycles_make(planning, 6)
     client.force_login(getattr(planning, role))
     # session, user, groups (a head's departments), cluster, the cycles, every quota behind their
     # shared pools, the visible quotas and the departments of the history chart.
