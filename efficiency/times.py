@@ -10,6 +10,8 @@ from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
+from efficiency.days import day_of
+
 
 def display_time(moment: datetime) -> datetime:
     """``moment`` in the current time zone, or in UTC when that would leave years 1–9999."""
@@ -26,3 +28,8 @@ def portal_day_zone() -> ZoneInfo:
     cannot follow a zone activated for one request.
     """
     return timezone.get_default_timezone()
+
+
+def portal_day_text(moment: datetime, pattern: str = "%Y-%m-%d") -> str:
+    """The portal day ``moment`` falls in, as text: day labels and export file names."""
+    return f"{day_of(moment, portal_day_zone()):{pattern}}"

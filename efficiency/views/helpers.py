@@ -16,10 +16,9 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 
 from efficiency.choices import Role
-from efficiency.days import day_of
 from efficiency.scoping import user_role
 from efficiency.timeranges import TimeRange
-from efficiency.times import portal_day_zone
+from efficiency.times import portal_day_text, portal_day_zone
 
 PAGE_SIZE = 50
 
@@ -108,11 +107,6 @@ def csv_filename(stem: str, *parts: "str | datetime | TimeRange") -> str:
 
 def _local_day(moment: datetime) -> str:
     return portal_day_text(moment, "%Y%m%d")
-
-
-def portal_day_text(moment: datetime, pattern: str = "%Y-%m-%d") -> str:
-    """The portal day ``moment`` falls in (efficiency.days), as text: file names and day labels."""
-    return f"{day_of(moment, portal_day_zone()):{pattern}}"
 
 
 CSV_BATCH_ROWS = 1000

@@ -21,7 +21,8 @@ from efficiency.scoping import user_role
 from efficiency.selectors import quotas as selectors
 from efficiency.selectors.inventory import department_names
 from efficiency.services import quotas as services
-from efficiency.views.helpers import csv_response, get_or_404, portal_day_text, role_required
+from efficiency.times import portal_day_text
+from efficiency.views.helpers import csv_response, get_or_404, role_required
 from efficiency.views.usage import local_times
 
 

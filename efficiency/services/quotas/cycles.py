@@ -10,10 +10,10 @@ from django.utils.translation import gettext as _
 
 from efficiency.analysis.quotas import Key
 from efficiency.choices import QuotaCycleOrigin, QuotaCycleStatus, QuotaEventKind
-from efficiency.days import day_of, day_start_after, day_start_of
+from efficiency.days import day_start_after, day_start_of
 from efficiency.models import Cluster, Department, Quota, QuotaCycle, QuotaEvent
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus
-from efficiency.times import portal_day_zone
+from efficiency.times import portal_day_text, portal_day_zone
 
 HOUR_S = 3600.0
 
@@ -91,4 +91,4 @@ def cycle_borrowing_limits(cycle: QuotaCycle | None) -> dict[Key, int]:
 
 
 def day_text(at: datetime) -> str:
-    return f"{day_of(at, portal_day_zone()):%Y-%m-%d}"
+    return portal_day_text(at)

@@ -9,10 +9,9 @@ from django.utils.translation import gettext as _
 
 from efficiency.analysis import scheduler_config
 from efficiency.choices import MappingKind, QuotaCycleStatus, QuotaEventKind
-from efficiency.days import day_of
 from efficiency.models import DepartmentMapping, QuotaCycle
 from efficiency.services.quotas.cycles import QuotaError, cycle_event, day_text
-from efficiency.times import portal_day_zone
+from efficiency.times import portal_day_text
 
 EXPORT_FORMATS = {
     "kueue": ("kueue-clusterqueues.yaml", "application/yaml", scheduler_config.kueue_manifests),
@@ -64,4 +63,4 @@ def quota_export(
     except ValueError as error:
         raise QuotaError(str(error)) from None
     cycle_event(cycle, QuotaEventKind.EXPORTED, actor=actor, at=now or timezone.now(), comment=fmt)
-    return f"{cycle.cluster.slug}-{day_of(cycle.start, portal_day_zone()):%Y%m%d}-{name}", content_type, text
+    return f"{cycle.cluster.slug}-{portal_day_text(cycle.start, '%Y%m%d')}-{name}", content_type, text
