@@ -5,7 +5,7 @@ clock, a placeholder date in a scheduler's record). Shifting it into the display
 overflows; the row must still be shown, so such a moment is shown in UTC and says so.
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo
 
 from django.utils import timezone
@@ -13,10 +13,11 @@ from django.utils import timezone
 from efficiency.days import day_of
 
 
-def display_time(moment: datetime) -> datetime:
-    """``moment`` in the current time zone, or in UTC when that would leave years 1–9999."""
+def display_time(moment: datetime, zone: tzinfo | None = None) -> datetime:
+    """``moment`` in ``zone`` (the current time zone by default), or in UTC when that would leave
+    years 1–9999."""
     try:
-        return timezone.localtime(moment)
+        return timezone.localtime(moment, zone)
     except OverflowError:
         return moment.astimezone(UTC)
 

@@ -2,7 +2,7 @@
 
 import csv
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 from efficiency.choices import Role
 from efficiency.scoping import user_role
 from efficiency.timeranges import TimeRange
-from efficiency.times import portal_day_text, portal_day_zone
+from efficiency.times import display_time, portal_day_text, portal_day_zone
 
 PAGE_SIZE = 50
 
@@ -169,10 +169,7 @@ def _csv_cell(value):
     if isinstance(value, datetime):
         # One zone for every export, the portal day's, each cell labelled with its UTC offset
         # (unambiguous in the repeated hour when clocks go back); UTC where the zone cannot hold it.
-        try:
-            return value.astimezone(portal_day_zone()).isoformat()
-        except OverflowError:
-            return value.astimezone(UTC).isoformat()
+        return display_time(value, portal_day_zone()).isoformat()
     if isinstance(value, Promise):
         value = str(value)
     if isinstance(value, str):
