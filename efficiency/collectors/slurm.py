@@ -273,6 +273,11 @@ def _sacct_record(row: Mapping[str, str], timezone: tzinfo) -> JobRecord:
     # Reason is the last reason the job was blocked: only a waiting job's is current.
     if state == "pending" and (reason := row.get("reason", "").strip()):
         config["pending_reason"] = reason
+    started_at = _slurm_time(row.get("start", ""), timezone, "Start")
+    # Slurm 22.05 stamps a job cancelled in the queue with Start = End = the cancel time (Elapsed
+    # 00:00:00, NodeList "None assigned"): it never ran, so it has no start.
+    if state == "cancelled" and not node_names:
+        started_at = None
     return JobRecord(
         source="slurm",
         external_id=job_id,
@@ -282,7 +287,7 @@ def _sacct_record(row: Mapping[str, str], timezone: tzinfo) -> JobRecord:
         state=state,
         gpu_count=gpu_count,
         submitted_at=submitted,
-        started_at=_slurm_time(row.get("start", ""), timezone, "Start"),
+        started_at=started_at,
         ended_at=_slurm_time(row.get("end", ""), timezone, "End"),
         gpu_model=gpu_model,
         node_count=node_count,

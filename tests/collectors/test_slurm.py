@@ -216,6 +216,23 @@ def test_job_cancelled_in_the_queue_has_an_end_but_no_start():
     assert job.ended_at == datetime(2026, 11, 3, 1, 5, 10, tzinfo=UTC)
 
 
+def test_job_cancelled_in_the_queue_with_start_stamped_at_the_cancel_never_started():
+    # As our own slurmctld 22.05 + slurmdbd printed it (CI, tests/slurm): scancel of a waiting job
+    # gives Start = End = the cancel time and no nodes.
+    job = only_record(
+        parse_rows(
+            sacct_row(
+                state="CANCELLED by 0", submit="2026-12-02T06:56:55", start="2026-12-02T06:56:57",
+                end="2026-12-02T06:56:57", alloc="", req="billing=1,cpu=1,gres/gpu=8,node=1",
+                nodes="None assigned",
+            )
+        )
+    )  # fmt: skip
+    assert job.state == "cancelled"
+    assert job.started_at is None
+    assert job.ended_at == datetime(2026, 12, 1, 22, 56, 57, tzinfo=UTC)
+
+
 def test_bad_start_time_rejects_the_row_and_names_the_column():
     outcome = parse_rows(sacct_row(start="yesterday"))
     assert outcome.records == []
