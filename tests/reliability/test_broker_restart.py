@@ -98,4 +98,4 @@ def test_work_resumes_after_the_broker_restarts_and_nothing_is_lost(transactiona
     assert sorted(chunks.values_list("source_id", flat=True)) == sorted(s.pk for s in sources)  # each once
     assert not SourceRun.objects.exclude(status=RunStatus.OK).exists()
     lost = SOURCES - len(attempted)
-    print(f"{queued} of {SOURCES} tasks were queued when Redis stopped for {DOWN_S:.0f} s; {lost} lost in the stop")
+    print(f"{queued} of {SOURCES} tasks queued when Redis stopped for {DOWN_S:.0f} s; {lost} lost")
