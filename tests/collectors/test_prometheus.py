@@ -24,6 +24,7 @@ from efficiency.collectors.prometheus import (
     fetch_chunks,
     fetch_range,
     plan_chunks,
+    query_plan,
 )
 from efficiency.collectors.records import GpuReading, Rejected, excerpt
 
@@ -68,8 +69,17 @@ class StubPrometheus:
     requests: list[tuple[str, dict[str, str], dict[str, str]]] = field(default_factory=list)
 
     def serve(self, replies: dict[str, Reply], default: Reply | None = None) -> None:
-        """Answer each PromQL query with its reply; others with ``default`` (an empty matrix)."""
-        self.answer = lambda path, params: replies.get(params.get("query", ""), default or Reply(matrix([])))
+        """Answer each PromQL query with its reply; others with ``default`` (an empty matrix).
+
+        A bare selector also answers the query the collector makes of it (averaged over the step on a
+        Prometheus 2.x, or the last value for the Xid code).
+        """
+        table = dict(replies)
+        for promql, reply in replies.items():
+            for field_name in ("util_pct", "xid_last"):
+                sent = query_plan(config(self.url, queries={field_name: promql}), left_open=False)
+                table.setdefault(sent.queries[field_name], reply)
+        self.answer = lambda path, params: table.get(params.get("query", ""), default or Reply(matrix([])))
 
 
 @pytest.fixture
@@ -118,7 +128,7 @@ def matrix(result: list[dict[str, Any]], warnings: list[str] | None = None) -> d
 def series(labels: dict[str, str], values: list[str], name: str | None = None) -> dict[str, Any]:
     """One matrix series with ``values`` at T0, T0+60 s, ..."""
     metric = {**labels, "__name__": name} if name else dict(labels)
-    return {"metric": metric, "values": [[T0_S + 60 * i, v] for i, v in enumerate(values)]}
+    return {"metric": metric, "values": [[T0_S + 60 * i + 59.999, v] for i, v in enumerate(values)]}
 
 
 def config(url: str, **overrides: Any) -> PrometheusConfig:
@@ -159,15 +169,15 @@ def test_thirty_days_at_15_s_split_into_16_chunks_of_at_most_11000_points():
     assert all(a[1] == b[0] for a, b in pairwise(chunks))
 
 
-def test_chunk_boundaries_fall_on_step_instants_and_the_window_edges_are_kept():
+def test_chunk_boundaries_fall_on_step_starts_and_the_unfinished_step_is_left_for_later():
     start = datetime(2024, 1, 1, 12, 0, 30, tzinfo=UTC)
-    end = datetime(2024, 1, 1, 13, 0, 30, tzinfo=UTC)  # instants 12:01 ... 13:00: 60 of them
+    end = datetime(2024, 1, 1, 13, 0, 30, tzinfo=UTC)  # whole steps 12:01 ... 12:59: 59 of them
 
     chunks = plan_chunks(start, end, 60, max_points=30)
 
     assert chunks == [
         (start, datetime(2024, 1, 1, 12, 31, tzinfo=UTC)),
-        (datetime(2024, 1, 1, 12, 31, tzinfo=UTC), end),
+        (datetime(2024, 1, 1, 12, 31, tzinfo=UTC), datetime(2024, 1, 1, 13, 0, tzinfo=UTC)),
     ]
 
 
@@ -302,16 +312,19 @@ def test_requests_carry_the_window_in_unix_seconds_the_step_and_the_auth_header(
         config(stub.url, auth_header=SECRET, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), *THREE_MINUTES
     )
 
-    [(path, params, headers)] = stub.requests
+    (info, _, _), (path, params, headers), (_, counted, _) = stub.requests
+    assert info == "/api/v1/status/buildinfo"
     assert path == "/api/v1/query_range"
-    # [T0, T0+3 min) holds the instants T0, +60, +120: Prometheus' end is inclusive.
+    # [T0, T0+3 min) holds the steps starting T0, +60, +120, each evaluated at its last millisecond
+    # over a range of 59,999 ms (Prometheus 2.x ranges are closed): [T0, T0+60 s) and so on.
     assert params == {
-        "query": "DCGM_FI_DEV_GPU_UTIL",
-        "start": str(T0_S),
-        "end": str(T0_S + 120),
+        "query": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+        "start": f"{T0_S + 59}.999",
+        "end": f"{T0_S + 179}.999",
         "step": "60",
         "timeout": "30",
     }
+    assert counted["query"] == "count_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])"
     assert headers["Authorization"] == SECRET
 
 
@@ -320,11 +333,12 @@ def test_no_query_asks_for_more_points_than_configured(stub):
 
     fetch_range(cfg, T0, T0 + timedelta(days=30))
 
-    assert len(stub.requests) == 16
-    for _path, params, _headers in stub.requests:
-        assert (int(params["end"]) - int(params["start"])) / 15 + 1 <= 11_000
-    starts = [int(params["start"]) for _path, params, _headers in stub.requests]
-    assert starts == [T0_S + 165_000 * i for i in range(16)]
+    asked = [params for _path, params, _headers in stub.requests if params.get("query", "").startswith("avg")]
+    assert len(asked) == 16
+    for params in asked:
+        assert (float(params["end"]) - float(params["start"])) / 15 + 1 <= 11_000
+    starts = [float(params["start"]) for params in asked]
+    assert starts == [T0_S + 165_000 * i + 14.999 for i in range(16)]
 
 
 def test_nan_inf_and_the_dcgm_sentinel_become_none_and_are_counted(stub):
@@ -510,7 +524,10 @@ def test_warnings_are_reported_and_the_data_kept(stub):
 
     assert [r.util_pct for r in outcome.records] == [55.0]
     assert outcome.rejected == [
-        Rejected(f"Prometheus warning for util_pct (data kept): {warning}", "DCGM_FI_DEV_GPU_UTIL")
+        Rejected(
+            f"Prometheus warning for util_pct (data kept): {warning}",
+            "avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+        )
     ]
 
 
@@ -527,7 +544,7 @@ def test_http_500_is_transient_and_names_query_and_window(stub):
 
     assert str(info.value) == (
         f"Prometheus at {stub.url}/api/v1/query_range answered HTTP 500 "
-        f"(query util_pct = 'DCGM_FI_DEV_GPU_UTIL' {CHUNK})."
+        f"(query util_pct = 'avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])' {CHUNK})."
     )
 
 
@@ -552,7 +569,7 @@ def test_a_slow_server_times_out_as_transient(stub):
 
     assert str(info.value) == (
         f"Prometheus at {stub.url}/api/v1/query_range did not answer within 0.2 s "
-        f"(query util_pct = 'DCGM_FI_DEV_GPU_UTIL' {CHUNK})."
+        f"(query util_pct = 'avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])' {CHUNK})."
     )
 
 
@@ -609,10 +626,10 @@ def test_a_wrong_result_type_is_permanent(stub):
 
 
 def test_a_failing_chunk_keeps_the_earlier_chunks_and_says_where_they_end(stub):
-    second_chunk = str(T0_S + 120)
+    second_chunk = f"{T0_S + 179}.999"
 
     def answer(path: str, params: dict[str, str]) -> Reply:
-        if params["start"] == second_chunk:
+        if params.get("start") == second_chunk:
             return Reply("bad gateway", status=502, content_type="text/plain")
         return Reply(matrix([series(A01_GPU0, ["1", "2"])]))
 
@@ -644,7 +661,7 @@ def test_a_point_at_an_absurd_instant_is_rejected_with_its_number_and_the_series
     # -99999999999999999 ms lies before year 1: naming it in the rejection raised OverflowError.
     absurd = {
         "metric": dict(A01_GPU0),
-        "values": [[-99999999999999.999, "NaN"], ["1e400", "5"], [T0_S, "42"]],
+        "values": [[-99999999999999.999, "NaN"], ["1e400", "5"], [T0_S + 59.999, "42"]],
     }
     stub.serve({"DCGM_FI_DEV_GPU_UTIL": Reply(matrix([absurd]))})
 
