@@ -673,3 +673,213 @@ def test_a_point_at_an_absurd_instant_is_rejected_with_its_number_and_the_series
         "util_pct: 1 value(s) NaN or ±Inf, kept as not reported",
         "util_pct: 1 value(s) is a malformed point",
     ]
+
+
+# --- what the collector asks Prometheus ------------------------------------------------------------------
+
+AVG_2X = {
+    "util_pct": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+    "gr_engine_active_pct": "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[59999ms]) * 100",
+    "sm_active_pct": "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[59999ms]) * 100",
+    "fb_used_mib": "avg_over_time(DCGM_FI_DEV_FB_USED[59999ms])",
+    "power_w": "avg_over_time(DCGM_FI_DEV_POWER_USAGE[59999ms])",
+    "temp_c": "avg_over_time(DCGM_FI_DEV_GPU_TEMP[59999ms])",
+    "xid_last": "last_over_time(DCGM_FI_DEV_XID_ERRORS[59999ms])",
+    "samples": "count_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+}
+
+
+def test_default_queries_average_each_step_count_its_samples_and_take_the_last_xid():
+    # Prometheus 2.x: ranges are closed, [t - r, t]; evaluated at a + 59.999 s, 59,999 ms is [a, a + 60 s).
+    plan_2x = query_plan(config("http://prom:9090"), left_open=False)
+    # Prometheus 3.x: ranges are left-open, (t - r, t]; 60 s at a + 59.999 s is again [a, a + 60 s).
+    plan_3x = query_plan(config("http://prom:9090"), left_open=True)
+
+    assert plan_2x.queries == AVG_2X
+    assert plan_3x.queries == {name: text.replace("59999ms", "60s") for name, text in AVG_2X.items()}
+    assert (plan_2x.probe_selector, plan_2x.probe_window) == ("DCGM_FI_DEV_GPU_UTIL", "7199999ms")
+    assert query_plan(config("http://prom:9090", step_s=15), left_open=False).window == "14999ms"
+
+
+def test_a_bare_selector_override_is_averaged_like_the_defaults_and_counts_its_own_samples():
+    cfg = PrometheusConfig.from_dict(
+        {
+            "base_url": "http://prom:9090",
+            "queries": {
+                "util_pct": 'DCGM_FI_DEV_GPU_UTIL{cluster="a", Hostname=~"gpu-.*"}',
+                "sm_active_pct": "DCGM_FI_PROF_SM_ACTIVE*100",
+                "xid_last": 'DCGM_FI_DEV_XID_ERRORS{cluster="a"}',
+            },
+        }
+    )
+
+    plan = query_plan(cfg, left_open=False)
+
+    assert plan.queries == {
+        "util_pct": 'avg_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a", Hostname=~"gpu-.*"}[59999ms])',
+        "sm_active_pct": "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[59999ms]) * 100",
+        "xid_last": 'last_over_time(DCGM_FI_DEV_XID_ERRORS{cluster="a"}[59999ms])',
+        "samples": 'count_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a", Hostname=~"gpu-.*"}[59999ms])',
+    }
+
+
+def test_a_query_with_window_keeps_its_own_function_and_any_other_query_is_sent_as_written():
+    cfg = config(
+        "http://prom:9090",
+        queries={
+            "util_pct": 'max_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a"}[$window])',
+            "power_w": "sum by (Hostname, gpu) (DCGM_FI_DEV_POWER_USAGE)",
+        },
+    )
+
+    plan = query_plan(cfg, left_open=True)
+
+    # No samples query can be derived from max_over_time or a sum: each reading stands for the step.
+    assert plan.queries == {
+        "util_pct": 'max_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a"}[60s])',
+        "power_w": "sum by (Hostname, gpu) (DCGM_FI_DEV_POWER_USAGE)",
+    }
+    assert plan.probe_selector is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "window"),
+    [
+        (Reply({"status": "success", "data": {"version": "3.1.0"}}), "60s"),
+        (Reply({"status": "success", "data": {"version": "2.53.1"}}), "59999ms"),
+        (Reply("404 page not found", status=404, content_type="text/plain"), "59999ms"),  # e.g. a proxy
+    ],
+)
+def test_the_range_follows_the_server_version(stub, reply, window):
+    stub.answer = lambda path, params: reply if path.endswith("buildinfo") else Reply(matrix([]))
+
+    fetch_range(config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), *THREE_MINUTES)
+
+    asked = [params["query"] for path, params, _ in stub.requests if path == "/api/v1/query_range"]
+    assert asked == [
+        f"avg_over_time(DCGM_FI_DEV_GPU_UTIL[{window}])",
+        f"count_over_time(DCGM_FI_DEV_GPU_UTIL[{window}])",
+    ]
+
+
+@pytest.mark.parametrize("bad", [0, -57, True, "57", 57.5, 86_401])
+def test_sample_interval_must_be_whole_seconds(bad):
+    with pytest.raises(PrometheusConfigError, match="'sample_interval_s' must be a whole number of seconds"):
+        PrometheusConfig.from_dict({"base_url": "http://prom:9090", "sample_interval_s": bad})
+
+
+def test_queries_that_only_count_samples_are_refused():
+    with pytest.raises(PrometheusConfigError, match="'queries' must name at least one metric"):
+        config("http://prom:9090", queries={"samples": "count_over_time(DCGM_FI_DEV_GPU_UTIL[$window])"})
+
+
+# --- weights ---------------------------------------------------------------------------------------------
+
+COUNT_2X = "count_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])"
+GPU = {"Hostname": "gpu-a01", "gpu": "0"}
+
+
+def test_each_reading_stands_for_its_samples_times_the_configured_sample_interval(stub):
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([series(GPU, ["10", "40", "70"])])),
+            COUNT_2X: Reply(matrix([series(GPU, ["1", "2", "1"])])),
+        }
+    )
+    cfg = config(stub.url, sample_interval_s=57, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"})
+
+    [chunk] = fetch_chunks(cfg, *THREE_MINUTES)
+
+    assert [r.util_pct for r in chunk.outcome.records] == [10.0, 40.0, 70.0]
+    assert chunk.interval_s == [57, 114, 57]
+    assert [(seconds, len(readings)) for seconds, readings in chunk.by_interval()] == [(57, 2), (114, 1)]
+    # The mean over the range is the mean of the 4 raw samples, not of the 3 steps.
+    mean = sum(r.util_pct * s for r, s in zip(chunk.outcome.records, chunk.interval_s, strict=True)) / sum(
+        chunk.interval_s
+    )
+    assert mean == pytest.approx((10 + 40 * 2 + 70) / 4)
+
+
+def test_the_sample_interval_is_measured_on_the_busiest_gpu_and_kept_within_the_hour(stub):
+    busiest = {"metric": GPU, "value": [T0_S + 179.999, "127"]}
+    raw = {"metric": GPU, "values": [[T0_S - 7000 + 57 * i, "1"] for i in range(127)]}
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([series(GPU, ["10", "40", "70"])])),
+            COUNT_2X: Reply(matrix([series(GPU, ["1", "2", "1"])])),
+            "topk(1, count_over_time(DCGM_FI_DEV_GPU_UTIL[7199999ms]))": Reply(
+                {"status": "success", "data": {"resultType": "vector", "result": [busiest]}}
+            ),
+            'DCGM_FI_DEV_GPU_UTIL{Hostname="gpu-a01",gpu="0"}[7199999ms]': Reply(matrix([raw])),
+        }
+    )
+
+    [chunk] = fetch_chunks(config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), *THREE_MINUTES)
+
+    # Samples 57 s apart: an hour can hold 64 of them, so each stands for 3600 // 64 = 56 s.
+    assert chunk.interval_s == [56, 112, 56]
+    assert chunk.outcome.rejected == []
+
+
+def test_a_sample_interval_that_cannot_be_measured_is_said_and_each_reading_stands_for_the_step(stub):
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([series(GPU, ["10"])])),
+            COUNT_2X: Reply(matrix([series(GPU, ["1"])])),
+        }
+    )
+
+    [chunk] = fetch_chunks(
+        config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), T0, T0 + timedelta(minutes=1)
+    )
+
+    assert chunk.interval_s == [60]
+    [rejected] = chunk.outcome.rejected
+    assert rejected.reason.startswith("samples: the sample interval could not be measured")
+    assert rejected.reason.endswith("set sample_interval_s")
+
+
+def test_hostile_answers_are_rejected_with_a_reason_and_the_rest_kept(stub):
+    one_sample = {"Hostname": "gpu-a02", "gpu": "0"}
+    backwards = {
+        "metric": GPU,
+        "values": [[T0_S + 179.999, "70"], [T0_S + 59.999, "10"], [T0_S + 119.999, "1e308"]],
+    }
+    counts = {
+        "metric": GPU,
+        "values": [[T0_S + 59.999, "NaN"], [T0_S + 119.999, "2.5"], [T0_S + 179.999, "1e12"]],
+    }
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([backwards, series(one_sample, ["+Inf", "33"])])),
+            "DCGM_FI_DEV_POWER_USAGE": Reply(matrix([series(GPU, ["1e300", "300"])])),
+            COUNT_2X: Reply(matrix([counts, series(one_sample, ["1", "1"])])),
+        }
+    )
+    cfg = config(
+        stub.url,
+        sample_interval_s=57,
+        queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL", "power_w": "DCGM_FI_DEV_POWER_USAGE"},
+    )
+
+    [chunk] = fetch_chunks(cfg, *THREE_MINUTES)
+
+    got = [
+        (r.hostname, (r.timestamp_ms // 1000 - T0_S) // 60, r.util_pct, r.power_w, s)
+        for r, s in zip(chunk.outcome.records, chunk.interval_s, strict=True)
+    ]
+    assert got == [
+        # Out of order in the answer, in order here; the absurd value dropped, its step kept for power.
+        ("gpu-a01", 0, 10.0, None, 60),
+        ("gpu-a01", 1, None, 300.0, 60),
+        ("gpu-a01", 2, 70.0, None, 60),
+        ("gpu-a02", 0, None, None, 57),
+        ("gpu-a02", 1, 33.0, None, 57),
+    ]
+    reasons = sorted(r.reason for r in chunk.outcome.rejected)
+    assert reasons == [
+        "power_w: 1 value(s) DCGM's no-value sentinel, kept as not reported",
+        "samples: 3 value(s) not a count of samples, the step stands for the whole step",
+        "util_pct: 1 value(s) DCGM's no-value sentinel, kept as not reported",  # 1e308: beyond 2**47
+        "util_pct: 1 value(s) NaN or ±Inf, kept as not reported",
+    ]
