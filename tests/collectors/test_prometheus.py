@@ -13,6 +13,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from efficiency.collectors.prometheus import (
     DEFAULT_LABELS,
@@ -25,6 +27,7 @@ from efficiency.collectors.prometheus import (
     fetch_range,
     plan_chunks,
     query_plan,
+    step_window,
 )
 from efficiency.collectors.records import GpuReading, Rejected, excerpt
 
@@ -883,3 +886,66 @@ def test_hostile_answers_are_rejected_with_a_reason_and_the_rest_kept(stub):
         "util_pct: 1 value(s) DCGM's no-value sentinel, kept as not reported",  # 1e308: beyond 2**47
         "util_pct: 1 value(s) NaN or ±Inf, kept as not reported",
     ]
+
+
+# --- invariants ------------------------------------------------------------------------------------------
+
+
+def _range_ms(window: str) -> int:
+    return int(window.removesuffix("ms")) if window.endswith("ms") else int(window.removesuffix("s")) * 1000
+
+
+def _selected(sample_ms: int, eval_ms: int, range_ms: int, *, left_open: bool) -> bool:
+    """Whether Prometheus' range selector [range] at eval_ms holds a sample (2.x closed, 3.x left-open)."""
+    lower = eval_ms - range_ms
+    return (lower < sample_ms if left_open else lower <= sample_ms) and sample_ms <= eval_ms
+
+
+@given(
+    sample_ms=st.integers(min_value=0, max_value=4_102_444_800_000),  # 1970 to 2100, any millisecond
+    step_s=st.sampled_from([1, 10, 15, 30, 60, 300, 3600]),
+    left_open=st.booleans(),
+)
+@example(sample_ms=1_662_858_720_000, step_s=60, left_open=False)  # on a step boundary, as in the trace
+@example(sample_ms=1_662_858_720_000, step_s=60, left_open=True)
+@example(sample_ms=1_662_858_779_999, step_s=60, left_open=True)  # a step's last millisecond
+def test_every_sample_falls_in_exactly_one_step_window_on_either_prometheus(sample_ms, step_s, left_open):
+    range_ms = _range_ms(step_window(step_s, left_open=left_open))
+    step_ms = step_s * 1000
+    # Step a is evaluated at its last millisecond, a + step - 1 ms (what _eval_instant sends).
+    home = sample_ms // step_ms
+    holding = [
+        index
+        for index in range(home - 2, home + 3)
+        if _selected(sample_ms, index * step_ms + step_ms - 1, range_ms, left_open=left_open)
+    ]
+
+    assert holding == [home]
+
+
+@given(
+    start_s=st.integers(min_value=1_600_000_000, max_value=1_700_000_000),
+    length_s=st.integers(min_value=0, max_value=40 * 86_400),
+    step_s=st.sampled_from([15, 60, 90, 3600]),
+    max_points=st.integers(min_value=1, max_value=11_000),
+)
+def test_chunks_hold_every_whole_step_of_the_window_once(start_s, length_s, step_s, max_points):
+    start = datetime.fromtimestamp(start_s, tz=UTC)
+    end = start + timedelta(seconds=length_s)
+
+    chunks = plan_chunks(start, end, step_s, max_points=max_points)
+
+    whole_steps = list(range(-(-start_s // step_s) * step_s, start_s + length_s - step_s + 1, step_s))
+    if not whole_steps:
+        assert chunks == []
+        return
+    assert chunks[0][0] == start
+    assert chunks[-1][1] == datetime.fromtimestamp(whole_steps[-1] + step_s, tz=UTC)
+    assert all(a[1] == b[0] for a, b in pairwise(chunks))
+    planned = []
+    for chunk_start, chunk_end in chunks:
+        first = -(-int(chunk_start.timestamp()) // step_s) * step_s
+        steps = list(range(first, int(chunk_end.timestamp()), step_s))
+        assert 1 <= len(steps) <= max_points
+        planned += steps
+    assert planned == whole_steps
