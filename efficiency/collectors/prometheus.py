@@ -520,13 +520,25 @@ def _measure_sample_interval(
     step = config.step_s
     for at in (last, first + SAMPLE_INTERVAL_PROBE_S - step):
         when = _eval_instant(at, step)
-        busiest = _instant_query(
-            config, http, f"topk(1, count_over_time({plan.probe_selector}[{plan.probe_window}]))", when
-        )
-        if not busiest or not isinstance(busiest[0], dict) or not isinstance(busiest[0].get("metric"), dict):
-            continue
-        selector = _with_matchers(plan.probe_selector or "", busiest[0]["metric"])
-        raw = _instant_query(config, http, f"{selector}[{plan.probe_window}]", when)
+        try:
+            busiest = _instant_query(
+                config, http, f"topk(1, count_over_time({plan.probe_selector}[{plan.probe_window}]))", when
+            )
+            if (
+                not busiest
+                or not isinstance(busiest[0], dict)
+                or not isinstance(busiest[0].get("metric"), dict)
+            ):
+                continue
+            selector = _with_matchers(plan.probe_selector or "", busiest[0]["metric"])
+            raw = _instant_query(config, http, f"{selector}[{plan.probe_window}]", when)
+        except PrometheusQueryError as error:  # a transient failure still fails the chunk, to be retried
+            outcome.reject(
+                f"samples: the sample interval could not be measured ({error.message}); "
+                "each reading stands for the whole step; set sample_interval_s",
+                plan.probe_selector or "",
+            )
+            return None
         times = sorted(
             {
                 float(point[0])

@@ -842,6 +842,30 @@ def test_a_sample_interval_that_cannot_be_measured_is_said_and_each_reading_stan
     assert rejected.reason.endswith("set sample_interval_s")
 
 
+def test_a_probe_the_server_refuses_is_said_and_the_readings_kept(stub):
+    refused = {"status": "error", "errorType": "bad_data", "error": "topk is not allowed here"}
+
+    def answer(path: str, params: dict[str, str]) -> Reply:
+        if path == "/api/v1/query":
+            return Reply(refused, status=400)
+        if params.get("query") == COUNT_2X:
+            return Reply(matrix([series(GPU, ["2"])]))
+        return Reply(matrix([series(GPU, ["25"])]))
+
+    stub.answer = answer
+
+    [chunk] = fetch_chunks(
+        config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), T0, T0 + timedelta(minutes=1)
+    )
+
+    assert [(r.util_pct, s) for r, s in zip(chunk.outcome.records, chunk.interval_s, strict=True)] == [
+        (25.0, 60)
+    ]
+    [rejected] = chunk.outcome.rejected
+    assert "the sample interval could not be measured" in rejected.reason
+    assert "bad_data: topk is not allowed here" in rejected.reason
+
+
 def test_hostile_answers_are_rejected_with_a_reason_and_the_rest_kept(stub):
     one_sample = {"Hostname": "gpu-a02", "gpu": "0"}
     backwards = {
