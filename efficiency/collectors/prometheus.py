@@ -18,9 +18,10 @@ way the window is exactly [a, a + step) for Prometheus' millisecond timestamps.
 
 Weights: each reading stands for ``samples x sample interval`` seconds (``ChunkResult.interval_s``), where
 ``samples`` is the count of raw samples in the step (query ``samples``, ``count_over_time``) and the sample
-interval is ``sample_interval_s`` or, by default, measured: two hours divided by the most samples any GPU
-has in two hours, in whole seconds, rounded down (56 s for samples every 57 s). Weighted so, the mean over
-any range equals the mean of the raw samples, and an hour never holds more than an hour of samples.
+interval is ``sample_interval_s`` or, by default, measured: the median gap between the raw samples of the
+GPU with the most samples in two hours, lowered to ``3600 // ceil(3600 / gap)`` (60 s stays 60 s, 57 s
+becomes 56 s). Weighted so, the mean over any range equals the mean of the raw samples, and an hour never
+holds more than an hour of samples (the rollups cap a node-hour's sampled time at the hour).
 
 Long windows (a backfill after an outage) are split into chunks so that no query asks for more points per
 series than Prometheus allows.
