@@ -300,11 +300,18 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
     try:
         # Chunk by chunk: each stored chunk moves the watermark, so a failure half-way through
         # a long backfill keeps what was fetched and the next run resumes from there.
+        # Each reading stands for its raw samples x the sample interval (``ChunkResult.interval_s``),
+        # so the mean over any range is the mean of the samples Prometheus holds.
         for chunk in prometheus.fetch_chunks(config, start, end):
-            result = gpu_readings_store(
-                cluster=source.cluster, readings=chunk.outcome.records, interval_s=config.step_s, now=now
-            )
-            recorder.add(result, parse_rejected=chunk.outcome.rejected)
+            parse_rejected = chunk.outcome.rejected
+            for interval_s, readings in chunk.by_interval():
+                result = gpu_readings_store(
+                    cluster=source.cluster, readings=readings, interval_s=interval_s, now=now
+                )
+                recorder.add(result, parse_rejected=parse_rejected)
+                parse_rejected = []
+            if parse_rejected:
+                recorder.add(IngestResult(), parse_rejected=parse_rejected)
             recorder.watermark = chunk.end
     except prometheus.PrometheusUnavailable as error:
         raise SourceUnavailable(error.message) from error

@@ -13,6 +13,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from efficiency.collectors.prometheus import (
     DEFAULT_LABELS,
@@ -24,6 +26,8 @@ from efficiency.collectors.prometheus import (
     fetch_chunks,
     fetch_range,
     plan_chunks,
+    query_plan,
+    step_window,
 )
 from efficiency.collectors.records import GpuReading, Rejected, excerpt
 
@@ -68,8 +72,17 @@ class StubPrometheus:
     requests: list[tuple[str, dict[str, str], dict[str, str]]] = field(default_factory=list)
 
     def serve(self, replies: dict[str, Reply], default: Reply | None = None) -> None:
-        """Answer each PromQL query with its reply; others with ``default`` (an empty matrix)."""
-        self.answer = lambda path, params: replies.get(params.get("query", ""), default or Reply(matrix([])))
+        """Answer each PromQL query with its reply; others with ``default`` (an empty matrix).
+
+        A bare selector also answers the query the collector makes of it (averaged over the step on a
+        Prometheus 2.x, or the last value for the Xid code).
+        """
+        table = dict(replies)
+        for promql, reply in replies.items():
+            for field_name in ("util_pct", "xid_last"):
+                sent = query_plan(config(self.url, queries={field_name: promql}), left_open=False)
+                table.setdefault(sent.queries[field_name], reply)
+        self.answer = lambda path, params: table.get(params.get("query", ""), default or Reply(matrix([])))
 
 
 @pytest.fixture
@@ -118,7 +131,7 @@ def matrix(result: list[dict[str, Any]], warnings: list[str] | None = None) -> d
 def series(labels: dict[str, str], values: list[str], name: str | None = None) -> dict[str, Any]:
     """One matrix series with ``values`` at T0, T0+60 s, ..."""
     metric = {**labels, "__name__": name} if name else dict(labels)
-    return {"metric": metric, "values": [[T0_S + 60 * i, v] for i, v in enumerate(values)]}
+    return {"metric": metric, "values": [[T0_S + 60 * i + 59.999, v] for i, v in enumerate(values)]}
 
 
 def config(url: str, **overrides: Any) -> PrometheusConfig:
@@ -159,15 +172,15 @@ def test_thirty_days_at_15_s_split_into_16_chunks_of_at_most_11000_points():
     assert all(a[1] == b[0] for a, b in pairwise(chunks))
 
 
-def test_chunk_boundaries_fall_on_step_instants_and_the_window_edges_are_kept():
+def test_chunk_boundaries_fall_on_step_starts_and_the_unfinished_step_is_left_for_later():
     start = datetime(2024, 1, 1, 12, 0, 30, tzinfo=UTC)
-    end = datetime(2024, 1, 1, 13, 0, 30, tzinfo=UTC)  # instants 12:01 ... 13:00: 60 of them
+    end = datetime(2024, 1, 1, 13, 0, 30, tzinfo=UTC)  # whole steps 12:01 ... 12:59: 59 of them
 
     chunks = plan_chunks(start, end, 60, max_points=30)
 
     assert chunks == [
         (start, datetime(2024, 1, 1, 12, 31, tzinfo=UTC)),
-        (datetime(2024, 1, 1, 12, 31, tzinfo=UTC), end),
+        (datetime(2024, 1, 1, 12, 31, tzinfo=UTC), datetime(2024, 1, 1, 13, 0, tzinfo=UTC)),
     ]
 
 
@@ -302,16 +315,19 @@ def test_requests_carry_the_window_in_unix_seconds_the_step_and_the_auth_header(
         config(stub.url, auth_header=SECRET, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), *THREE_MINUTES
     )
 
-    [(path, params, headers)] = stub.requests
+    (info, _, _), (path, params, headers), (_, counted, _) = stub.requests
+    assert info == "/api/v1/status/buildinfo"
     assert path == "/api/v1/query_range"
-    # [T0, T0+3 min) holds the instants T0, +60, +120: Prometheus' end is inclusive.
+    # [T0, T0+3 min) holds the steps starting T0, +60, +120, each evaluated at its last millisecond
+    # over a range of 59,999 ms (Prometheus 2.x ranges are closed): [T0, T0+60 s) and so on.
     assert params == {
-        "query": "DCGM_FI_DEV_GPU_UTIL",
-        "start": str(T0_S),
-        "end": str(T0_S + 120),
+        "query": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+        "start": f"{T0_S + 59}.999",
+        "end": f"{T0_S + 179}.999",
         "step": "60",
         "timeout": "30",
     }
+    assert counted["query"] == "count_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])"
     assert headers["Authorization"] == SECRET
 
 
@@ -320,11 +336,12 @@ def test_no_query_asks_for_more_points_than_configured(stub):
 
     fetch_range(cfg, T0, T0 + timedelta(days=30))
 
-    assert len(stub.requests) == 16
-    for _path, params, _headers in stub.requests:
-        assert (int(params["end"]) - int(params["start"])) / 15 + 1 <= 11_000
-    starts = [int(params["start"]) for _path, params, _headers in stub.requests]
-    assert starts == [T0_S + 165_000 * i for i in range(16)]
+    asked = [params for _path, params, _headers in stub.requests if params.get("query", "").startswith("avg")]
+    assert len(asked) == 16
+    for params in asked:
+        assert (float(params["end"]) - float(params["start"])) / 15 + 1 <= 11_000
+    starts = [float(params["start"]) for params in asked]
+    assert starts == [T0_S + 165_000 * i + 14.999 for i in range(16)]
 
 
 def test_nan_inf_and_the_dcgm_sentinel_become_none_and_are_counted(stub):
@@ -510,7 +527,10 @@ def test_warnings_are_reported_and_the_data_kept(stub):
 
     assert [r.util_pct for r in outcome.records] == [55.0]
     assert outcome.rejected == [
-        Rejected(f"Prometheus warning for util_pct (data kept): {warning}", "DCGM_FI_DEV_GPU_UTIL")
+        Rejected(
+            f"Prometheus warning for util_pct (data kept): {warning}",
+            "avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+        )
     ]
 
 
@@ -527,7 +547,7 @@ def test_http_500_is_transient_and_names_query_and_window(stub):
 
     assert str(info.value) == (
         f"Prometheus at {stub.url}/api/v1/query_range answered HTTP 500 "
-        f"(query util_pct = 'DCGM_FI_DEV_GPU_UTIL' {CHUNK})."
+        f"(query util_pct = 'avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])' {CHUNK})."
     )
 
 
@@ -552,7 +572,7 @@ def test_a_slow_server_times_out_as_transient(stub):
 
     assert str(info.value) == (
         f"Prometheus at {stub.url}/api/v1/query_range did not answer within 0.2 s "
-        f"(query util_pct = 'DCGM_FI_DEV_GPU_UTIL' {CHUNK})."
+        f"(query util_pct = 'avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])' {CHUNK})."
     )
 
 
@@ -609,10 +629,10 @@ def test_a_wrong_result_type_is_permanent(stub):
 
 
 def test_a_failing_chunk_keeps_the_earlier_chunks_and_says_where_they_end(stub):
-    second_chunk = str(T0_S + 120)
+    second_chunk = f"{T0_S + 179}.999"
 
     def answer(path: str, params: dict[str, str]) -> Reply:
-        if params["start"] == second_chunk:
+        if params.get("start") == second_chunk:
             return Reply("bad gateway", status=502, content_type="text/plain")
         return Reply(matrix([series(A01_GPU0, ["1", "2"])]))
 
@@ -644,7 +664,7 @@ def test_a_point_at_an_absurd_instant_is_rejected_with_its_number_and_the_series
     # -99999999999999999 ms lies before year 1: naming it in the rejection raised OverflowError.
     absurd = {
         "metric": dict(A01_GPU0),
-        "values": [[-99999999999999.999, "NaN"], ["1e400", "5"], [T0_S, "42"]],
+        "values": [[-99999999999999.999, "NaN"], ["1e400", "5"], [T0_S + 59.999, "42"]],
     }
     stub.serve({"DCGM_FI_DEV_GPU_UTIL": Reply(matrix([absurd]))})
 
@@ -656,3 +676,300 @@ def test_a_point_at_an_absurd_instant_is_rejected_with_its_number_and_the_series
         "util_pct: 1 value(s) NaN or ±Inf, kept as not reported",
         "util_pct: 1 value(s) is a malformed point",
     ]
+
+
+# --- what the collector asks Prometheus ------------------------------------------------------------------
+
+AVG_2X = {
+    "util_pct": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+    "gr_engine_active_pct": "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[59999ms]) * 100",
+    "sm_active_pct": "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[59999ms]) * 100",
+    "fb_used_mib": "avg_over_time(DCGM_FI_DEV_FB_USED[59999ms])",
+    "power_w": "avg_over_time(DCGM_FI_DEV_POWER_USAGE[59999ms])",
+    "temp_c": "avg_over_time(DCGM_FI_DEV_GPU_TEMP[59999ms])",
+    "xid_last": "last_over_time(DCGM_FI_DEV_XID_ERRORS[59999ms])",
+    "samples": "count_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])",
+}
+
+
+def test_default_queries_average_each_step_count_its_samples_and_take_the_last_xid():
+    # Prometheus 2.x: ranges are closed, [t - r, t]; evaluated at a + 59.999 s, 59,999 ms is [a, a + 60 s).
+    plan_2x = query_plan(config("http://prom:9090"), left_open=False)
+    # Prometheus 3.x: ranges are left-open, (t - r, t]; 60 s at a + 59.999 s is again [a, a + 60 s).
+    plan_3x = query_plan(config("http://prom:9090"), left_open=True)
+
+    assert plan_2x.queries == AVG_2X
+    assert plan_3x.queries == {name: text.replace("59999ms", "60s") for name, text in AVG_2X.items()}
+    assert (plan_2x.probe_selector, plan_2x.probe_window) == ("DCGM_FI_DEV_GPU_UTIL", "7199999ms")
+    assert query_plan(config("http://prom:9090", step_s=15), left_open=False).window == "14999ms"
+
+
+def test_a_bare_selector_override_is_averaged_like_the_defaults_and_counts_its_own_samples():
+    cfg = PrometheusConfig.from_dict(
+        {
+            "base_url": "http://prom:9090",
+            "queries": {
+                "util_pct": 'DCGM_FI_DEV_GPU_UTIL{cluster="a", Hostname=~"gpu-.*"}',
+                "sm_active_pct": "DCGM_FI_PROF_SM_ACTIVE*100",
+                "xid_last": 'DCGM_FI_DEV_XID_ERRORS{cluster="a"}',
+            },
+        }
+    )
+
+    plan = query_plan(cfg, left_open=False)
+
+    assert plan.queries == {
+        "util_pct": 'avg_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a", Hostname=~"gpu-.*"}[59999ms])',
+        "sm_active_pct": "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[59999ms]) * 100",
+        "xid_last": 'last_over_time(DCGM_FI_DEV_XID_ERRORS{cluster="a"}[59999ms])',
+        "samples": 'count_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a", Hostname=~"gpu-.*"}[59999ms])',
+    }
+
+
+def test_a_query_with_window_keeps_its_own_function_and_any_other_query_is_sent_as_written():
+    cfg = config(
+        "http://prom:9090",
+        queries={
+            "util_pct": 'max_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a"}[$window])',
+            "power_w": "sum by (Hostname, gpu) (DCGM_FI_DEV_POWER_USAGE)",
+        },
+    )
+
+    plan = query_plan(cfg, left_open=True)
+
+    # No samples query can be derived from max_over_time or a sum: each reading stands for the step.
+    assert plan.queries == {
+        "util_pct": 'max_over_time(DCGM_FI_DEV_GPU_UTIL{cluster="a"}[60s])',
+        "power_w": "sum by (Hostname, gpu) (DCGM_FI_DEV_POWER_USAGE)",
+    }
+    assert plan.probe_selector is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "window"),
+    [
+        (Reply({"status": "success", "data": {"version": "3.1.0"}}), "60s"),
+        (Reply({"status": "success", "data": {"version": "2.53.1"}}), "59999ms"),
+        (Reply("404 page not found", status=404, content_type="text/plain"), "59999ms"),  # e.g. a proxy
+    ],
+)
+def test_the_range_follows_the_server_version(stub, reply, window):
+    stub.answer = lambda path, params: reply if path.endswith("buildinfo") else Reply(matrix([]))
+
+    fetch_range(config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), *THREE_MINUTES)
+
+    asked = [params["query"] for path, params, _ in stub.requests if path == "/api/v1/query_range"]
+    assert asked == [
+        f"avg_over_time(DCGM_FI_DEV_GPU_UTIL[{window}])",
+        f"count_over_time(DCGM_FI_DEV_GPU_UTIL[{window}])",
+    ]
+
+
+@pytest.mark.parametrize("bad", [0, -57, True, "57", 57.5, 86_401])
+def test_sample_interval_must_be_whole_seconds(bad):
+    with pytest.raises(PrometheusConfigError, match="'sample_interval_s' must be a whole number of seconds"):
+        PrometheusConfig.from_dict({"base_url": "http://prom:9090", "sample_interval_s": bad})
+
+
+def test_queries_that_only_count_samples_are_refused():
+    with pytest.raises(PrometheusConfigError, match="'queries' must name at least one metric"):
+        config("http://prom:9090", queries={"samples": "count_over_time(DCGM_FI_DEV_GPU_UTIL[$window])"})
+
+
+# --- weights ---------------------------------------------------------------------------------------------
+
+COUNT_2X = "count_over_time(DCGM_FI_DEV_GPU_UTIL[59999ms])"
+GPU = {"Hostname": "gpu-a01", "gpu": "0"}
+
+
+def test_each_reading_stands_for_its_samples_times_the_configured_sample_interval(stub):
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([series(GPU, ["10", "40", "70"])])),
+            COUNT_2X: Reply(matrix([series(GPU, ["1", "2", "1"])])),
+        }
+    )
+    cfg = config(stub.url, sample_interval_s=57, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"})
+
+    [chunk] = fetch_chunks(cfg, *THREE_MINUTES)
+
+    assert [r.util_pct for r in chunk.outcome.records] == [10.0, 40.0, 70.0]
+    assert chunk.interval_s == [57, 114, 57]
+    assert [(seconds, len(readings)) for seconds, readings in chunk.by_interval()] == [(57, 2), (114, 1)]
+    # The mean over the range is the mean of the 4 raw samples, not of the 3 steps.
+    mean = sum(r.util_pct * s for r, s in zip(chunk.outcome.records, chunk.interval_s, strict=True)) / sum(
+        chunk.interval_s
+    )
+    assert mean == pytest.approx((10 + 40 * 2 + 70) / 4)
+
+
+def test_the_sample_interval_is_measured_on_the_busiest_gpu_and_kept_within_the_hour(stub):
+    busiest = {"metric": GPU, "value": [T0_S + 179.999, "127"]}
+    raw = {"metric": GPU, "values": [[T0_S - 7000 + 57 * i, "1"] for i in range(127)]}
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([series(GPU, ["10", "40", "70"])])),
+            COUNT_2X: Reply(matrix([series(GPU, ["1", "2", "1"])])),
+            "topk(1, count_over_time(DCGM_FI_DEV_GPU_UTIL[7199999ms]))": Reply(
+                {"status": "success", "data": {"resultType": "vector", "result": [busiest]}}
+            ),
+            'DCGM_FI_DEV_GPU_UTIL{Hostname="gpu-a01",gpu="0"}[7199999ms]': Reply(matrix([raw])),
+        }
+    )
+
+    [chunk] = fetch_chunks(config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), *THREE_MINUTES)
+
+    # Samples 57 s apart: an hour can hold 64 of them, so each stands for 3600 // 64 = 56 s.
+    assert chunk.interval_s == [56, 112, 56]
+    assert chunk.outcome.rejected == []
+
+
+def test_a_sample_interval_that_cannot_be_measured_is_said_and_each_reading_stands_for_the_step(stub):
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([series(GPU, ["10"])])),
+            COUNT_2X: Reply(matrix([series(GPU, ["1"])])),
+        }
+    )
+
+    [chunk] = fetch_chunks(
+        config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), T0, T0 + timedelta(minutes=1)
+    )
+
+    assert chunk.interval_s == [60]
+    [rejected] = chunk.outcome.rejected
+    assert rejected.reason.startswith("samples: the sample interval could not be measured")
+    assert rejected.reason.endswith("set sample_interval_s")
+
+
+def test_a_probe_the_server_refuses_is_said_and_the_readings_kept(stub):
+    refused = {"status": "error", "errorType": "bad_data", "error": "topk is not allowed here"}
+
+    def answer(path: str, params: dict[str, str]) -> Reply:
+        if path == "/api/v1/query":
+            return Reply(refused, status=400)
+        if params.get("query") == COUNT_2X:
+            return Reply(matrix([series(GPU, ["2"])]))
+        return Reply(matrix([series(GPU, ["25"])]))
+
+    stub.answer = answer
+
+    [chunk] = fetch_chunks(
+        config(stub.url, queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL"}), T0, T0 + timedelta(minutes=1)
+    )
+
+    assert [(r.util_pct, s) for r, s in zip(chunk.outcome.records, chunk.interval_s, strict=True)] == [
+        (25.0, 60)
+    ]
+    [rejected] = chunk.outcome.rejected
+    assert "the sample interval could not be measured" in rejected.reason
+    assert "bad_data: topk is not allowed here" in rejected.reason
+
+
+def test_hostile_answers_are_rejected_with_a_reason_and_the_rest_kept(stub):
+    one_sample = {"Hostname": "gpu-a02", "gpu": "0"}
+    backwards = {
+        "metric": GPU,
+        "values": [[T0_S + 179.999, "70"], [T0_S + 59.999, "10"], [T0_S + 119.999, "1e308"]],
+    }
+    counts = {
+        "metric": GPU,
+        "values": [[T0_S + 59.999, "NaN"], [T0_S + 119.999, "2.5"], [T0_S + 179.999, "1e12"]],
+    }
+    stub.serve(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": Reply(matrix([backwards, series(one_sample, ["+Inf", "33"])])),
+            "DCGM_FI_DEV_POWER_USAGE": Reply(matrix([series(GPU, ["1e300", "300"])])),
+            COUNT_2X: Reply(matrix([counts, series(one_sample, ["1", "1"])])),
+        }
+    )
+    cfg = config(
+        stub.url,
+        sample_interval_s=57,
+        queries={"util_pct": "DCGM_FI_DEV_GPU_UTIL", "power_w": "DCGM_FI_DEV_POWER_USAGE"},
+    )
+
+    [chunk] = fetch_chunks(cfg, *THREE_MINUTES)
+
+    got = [
+        (r.hostname, (r.timestamp_ms // 1000 - T0_S) // 60, r.util_pct, r.power_w, s)
+        for r, s in zip(chunk.outcome.records, chunk.interval_s, strict=True)
+    ]
+    assert got == [
+        # Out of order in the answer, in order here; the absurd value dropped, its step kept for power.
+        ("gpu-a01", 0, 10.0, None, 60),
+        ("gpu-a01", 1, None, 300.0, 60),
+        ("gpu-a01", 2, 70.0, None, 60),
+        ("gpu-a02", 0, None, None, 57),
+        ("gpu-a02", 1, 33.0, None, 57),
+    ]
+    reasons = sorted(r.reason for r in chunk.outcome.rejected)
+    assert reasons == [
+        "power_w: 1 value(s) DCGM's no-value sentinel, kept as not reported",
+        "samples: 3 value(s) not a count of samples, the step stands for the whole step",
+        "util_pct: 1 value(s) DCGM's no-value sentinel, kept as not reported",  # 1e308: beyond 2**47
+        "util_pct: 1 value(s) NaN or ±Inf, kept as not reported",
+    ]
+
+
+# --- invariants ------------------------------------------------------------------------------------------
+
+
+def _range_ms(window: str) -> int:
+    return int(window.removesuffix("ms")) if window.endswith("ms") else int(window.removesuffix("s")) * 1000
+
+
+def _selected(sample_ms: int, eval_ms: int, range_ms: int, *, left_open: bool) -> bool:
+    """Whether Prometheus' range selector [range] at eval_ms holds a sample (2.x closed, 3.x left-open)."""
+    lower = eval_ms - range_ms
+    return (lower < sample_ms if left_open else lower <= sample_ms) and sample_ms <= eval_ms
+
+
+@given(
+    sample_ms=st.integers(min_value=0, max_value=4_102_444_800_000),  # 1970 to 2100, any millisecond
+    step_s=st.sampled_from([1, 10, 15, 30, 60, 300, 3600]),
+    left_open=st.booleans(),
+)
+@example(sample_ms=1_662_858_720_000, step_s=60, left_open=False)  # on a step boundary, as in the trace
+@example(sample_ms=1_662_858_720_000, step_s=60, left_open=True)
+@example(sample_ms=1_662_858_779_999, step_s=60, left_open=True)  # a step's last millisecond
+def test_every_sample_falls_in_exactly_one_step_window_on_either_prometheus(sample_ms, step_s, left_open):
+    range_ms = _range_ms(step_window(step_s, left_open=left_open))
+    step_ms = step_s * 1000
+    # Step a is evaluated at its last millisecond, a + step - 1 ms (what _eval_instant sends).
+    home = sample_ms // step_ms
+    holding = [
+        index
+        for index in range(home - 2, home + 3)
+        if _selected(sample_ms, index * step_ms + step_ms - 1, range_ms, left_open=left_open)
+    ]
+
+    assert holding == [home]
+
+
+@given(
+    start_s=st.integers(min_value=1_600_000_000, max_value=1_700_000_000),
+    length_s=st.integers(min_value=0, max_value=40 * 86_400),
+    step_s=st.sampled_from([15, 60, 90, 3600]),
+    max_points=st.integers(min_value=1, max_value=11_000),
+)
+def test_chunks_hold_every_whole_step_of_the_window_once(start_s, length_s, step_s, max_points):
+    start = datetime.fromtimestamp(start_s, tz=UTC)
+    end = start + timedelta(seconds=length_s)
+
+    chunks = plan_chunks(start, end, step_s, max_points=max_points)
+
+    whole_steps = list(range(-(-start_s // step_s) * step_s, start_s + length_s - step_s + 1, step_s))
+    if not whole_steps:
+        assert chunks == []
+        return
+    assert chunks[0][0] == start
+    assert chunks[-1][1] == datetime.fromtimestamp(whole_steps[-1] + step_s, tz=UTC)
+    assert all(a[1] == b[0] for a, b in pairwise(chunks))
+    planned = []
+    for chunk_start, chunk_end in chunks:
+        first = -(-int(chunk_start.timestamp()) // step_s) * step_s
+        steps = list(range(first, int(chunk_end.timestamp()), step_s))
+        assert 1 <= len(steps) <= max_points
+        planned += steps
+    assert planned == whole_steps
