@@ -42,6 +42,7 @@ DEFAULT_LABELS: dict[str, str] = {
     "gpu": "gpu",
     "uuid": "UUID",
     "model": "modelName",
+    "pci_bus_id": "pci_bus_id",
     "namespace": "namespace",
     "pod": "pod",
     "mig_instance": "GPU_I_ID",
@@ -56,6 +57,7 @@ LABEL_FALLBACKS: dict[str, tuple[str, ...]] = {
     "gpu": ("gpu",),
     "uuid": ("UUID", "uuid"),
     "model": ("modelName",),
+    "pci_bus_id": ("pci_bus_id",),
     "namespace": ("namespace", "pod_namespace"),
     "pod": ("pod", "pod_name"),
     "mig_instance": ("GPU_I_ID",),
@@ -355,7 +357,9 @@ def _merge_series(
         return
     gpu_index = int(gpu_text)
     mig_instance = _label(config, metric, "mig_instance")
-    meta = {name: _label(config, metric, name) for name in ("uuid", "model", "namespace", "pod")}
+    meta = {
+        name: _label(config, metric, name) for name in ("uuid", "model", "pci_bus_id", "namespace", "pod")
+    }
     problems: dict[str, list[str]] = {}
     for point in series["values"]:
         try:
