@@ -84,7 +84,7 @@ class Migration(migrations.Migration):
                 blank=True,
                 help_text="When a source last listed or measured the node.",
                 null=True,
-                verbose_name="last seen at",
+                verbose_name="last seen",
             ),
         ),
         migrations.AddField(

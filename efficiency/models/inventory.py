@@ -145,7 +145,7 @@ class Node(models.Model):
         _("in service until"), null=True, blank=True, help_text=_("Set when the node is retired.")
     )
     last_seen_at = models.DateTimeField(
-        _("last seen at"),
+        _("last seen"),
         null=True,
         blank=True,
         help_text=_("When a source last listed or measured the node."),

@@ -353,7 +353,7 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
         raise SourceConfigError(error.message) from error
 
 
-PATH_KEYS = ("path", "root")  # configuration keys that name a file or directory to read
+PATH_KEYS = ("path", "root", "nodes_path")  # configuration keys that name a file or directory to read
 
 
 def source_path_check(path: str | Path) -> Path:

@@ -17,7 +17,7 @@ from efficiency.models import DataSource, Gpu, GpuSample, Job, Node, NodeStateCh
 from efficiency.selectors.quotas import cluster_capacity
 from efficiency.services.discovery import nodes_confirm, nodes_discover
 from efficiency.services.ingest import gpu_readings_ingest
-from efficiency.services.sources import source_collect
+from efficiency.services.sources import SourceConfigError, source_collect, source_config_check
 from tests.factories import ClusterFactory, DepartmentFactory, JobFactory, NodeFactory
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -261,6 +261,19 @@ def test_a_kubernetes_collection_reads_its_node_list_and_a_missing_one_is_a_reje
     assert run.status == "partial"
     assert run.rejects[0]["reason"].startswith("node list: cannot read")
     assert Node.objects.get(hostname="nori").state == NodeState.DISCOVERED  # not retired
+
+
+def test_a_node_list_outside_the_source_roots_is_refused_on_save_and_on_read(cluster, tmp_path, settings):
+    settings.PORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    pods = tmp_path / "pods.json"
+    pods.write_text('{"kind": "List", "items": []}')
+    config = {"path": str(pods), "nodes_path": "/etc/passwd"}
+    with pytest.raises(SourceConfigError, match="/etc/passwd is outside the source roots"):
+        source_config_check(config)
+    source = DataSource.objects.create(cluster=cluster, kind=SourceKind.KUBERNETES, name="k8s", config=config)
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert run.rejects[0]["reason"].startswith("node list: /etc/passwd is outside the source roots")
+    assert not Node.objects.exists()
 
 
 # --- Invariants ----------------------------------------------------------------------------------
