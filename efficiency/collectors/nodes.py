@@ -11,6 +11,7 @@ is the one check they all pass before the inventory is touched.
 import csv
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from efficiency.collectors.records import GpuReading, ParseOutcome
 
@@ -57,6 +58,7 @@ class ObservedNode:
     reason: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     fault_domain: str = ""
+    seen_at: datetime | None = None  # readings: the latest one's time; None: the moment of listing
 
 
 def observed_node_problem(node: ObservedNode) -> str:
@@ -83,11 +85,16 @@ def observed_nodes_from_readings(readings: Iterable[GpuReading]) -> list[Observe
     """The nodes and GPUs a batch of readings shows, one per hostname, in the order first seen.
 
     The GPU count is the highest ``gpu`` index plus one, a lower bound (``gpu_count_exact`` is
-    False); the model is the most common ``modelName`` of the node's GPUs.
+    False); the model is the most common ``modelName`` of the node's GPUs; ``seen_at`` the time
+    of the node's latest reading.
     """
     gpus: dict[str, dict[int, ObservedGpu]] = {}
+    latest_ms: dict[str, int] = {}
     for reading in readings:
         node = gpus.setdefault(reading.hostname, {})
+        latest_ms[reading.hostname] = max(
+            latest_ms.get(reading.hostname, reading.timestamp_ms), reading.timestamp_ms
+        )
         known = node.get(reading.gpu_index)
         if known is None or (not known.uuid and reading.uuid):
             node[reading.gpu_index] = ObservedGpu(
@@ -106,9 +113,17 @@ def observed_nodes_from_readings(readings: Iterable[GpuReading]) -> list[Observe
                 gpu_count=max(by_index) + 1,
                 gpus=tuple(by_index[index] for index in sorted(by_index)),
                 gpu_count_exact=False,
+                seen_at=_moment(latest_ms[hostname]),
             )
         )
     return observed
+
+
+def _moment(timestamp_ms: int) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None  # an absurd instant: ingest rejects the reading, discovery uses "now"
 
 
 def clip_labels(labels: Mapping[str, object]) -> dict[str, str]:

@@ -107,7 +107,7 @@ def nodes_discover(
         gpus = defaultdict(dict)
         for gpu in Gpu.objects.filter(node__cluster=cluster):
             gpus[gpu.node_id][gpu.index] = gpu
-        seen: list[int] = []
+        seen: dict[int, datetime] = {}
         for hostname, node in listed.items():
             current = known.get(hostname)
             if current is None:
@@ -120,15 +120,12 @@ def nodes_discover(
                     result.created.append(hostname)
                     continue
                 # Another worker created it a moment ago: update it like a known node.
-            seen.append(current.pk)
+            seen[current.pk] = _seen_at(node, now)
             changed = _node_update(current, node, complete, now, result)
             node_gpus = gpus[current.pk] if current.pk in gpus else {g.index: g for g in current.gpus.all()}
             changed = _gpus_fill(current, node, node_gpus, result) or changed
             (result.updated if changed else result.unchanged).append(hostname)
-        if seen:
-            Node.objects.filter(Q(last_seen_at__lt=now) | Q(last_seen_at__isnull=True), pk__in=seen).update(
-                last_seen_at=now
-            )
+        nodes_seen_mark(node_last_seen=seen)
         if complete and listed:
             for hostname, current in known.items():
                 if hostname not in listed and current.state != NodeState.RETIRED:
@@ -181,12 +178,17 @@ def _node_create(
             "fault_domain": node.fault_domain[:100],
             "state": NodeState.ACTIVE if auto else NodeState.DISCOVERED,
             "discovered_by": source,
-            "last_seen_at": now,
+            "last_seen_at": _seen_at(node, now),
             "reported_state": node.state[:100],
             "reported_reason": node.reason[:LABEL_MAX_CHARS],
             "source_labels": clip_labels(node.labels),
         },
     )
+
+
+def _seen_at(node: ObservedNode, now: datetime) -> datetime:
+    # A reading's time, not the run's: a backfill of last week must not make a node seen today.
+    return min(node.seen_at, now) if node.seen_at is not None else now
 
 
 def _node_update(current: Node, node: ObservedNode, complete: bool, now: datetime, result) -> bool:
@@ -195,7 +197,7 @@ def _node_update(current: Node, node: ObservedNode, complete: bool, now: datetim
     if complete and current.state == NodeState.RETIRED and current.missing_since is not None:
         _node_return(current, now)  # first: the rules below depend on the state it returns to
         result.returned.append(current.hostname)
-        changed.append("state")
+        changed += ["state", "in_service_until", "missing_since", "state_reason"]
     reported = {
         "reported_state": node.state[:100],
         "reported_reason": node.reason[:LABEL_MAX_CHARS],
@@ -220,7 +222,8 @@ def _node_update(current: Node, node: ObservedNode, complete: bool, now: datetim
             f"{current.gpu_count} (kept; edit the node if the source is right)"
         )
     if changed:
-        current.save()
+        # Only these fields: an admin editing the node meanwhile keeps the rest of their edit.
+        current.save(update_fields=[*changed, "updated_at"])
     return bool(changed)
 
 

@@ -211,6 +211,22 @@ def test_readings_from_an_unknown_host_discover_it_with_uuid_and_pci_bus_id(clus
     assert (again.discovered, again.stored, again.duplicates) == ([], 0, 1)
 
 
+def test_late_readings_never_move_last_seen_backwards(cluster):
+    def scrape(at: datetime) -> None:
+        text = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="gpu-late"} 5'
+        readings = gpu_readings_from_exposition(text, scrape_time_ms=int(at.timestamp() * 1000)).records
+        gpu_readings_ingest(cluster=cluster, readings=readings, interval_s=30, now=NOW)
+
+    scrape(NOW - timedelta(minutes=1))
+    scrape(NOW - timedelta(minutes=10))  # out of order: an older chunk arrives after a newer one
+    late = Node.objects.get(hostname="gpu-late")
+    assert late.last_seen_at == NOW - timedelta(minutes=1)  # the latest reading; never moved back
+    scrape(NOW + timedelta(minutes=2))
+    late.refresh_from_db()
+    assert late.last_seen_at == NOW + timedelta(minutes=2)
+    assert GpuSample.objects.filter(node=late).count() == 3
+
+
 def test_readings_a_host_cannot_be_discovered_from_are_rejected_with_the_reason(cluster):
     text = 'DCGM_FI_DEV_GPU_UTIL{gpu="100000",Hostname="gpu-x"} 5'
     readings = gpu_readings_from_exposition(text, scrape_time_ms=int(NOW.timestamp() * 1000)).records
