@@ -94,7 +94,9 @@ def nodes_discover(
     now = now or timezone.now()
     result = DiscoveryResult()
     listed: dict[str, ObservedNode] = {}
+    named: set[str] = set()  # every hostname the source gave, refused or not: none of them is gone
     for node in observed:
+        named.add(node.hostname)
         problem = observed_node_problem(node)
         if not problem and node.hostname in listed:
             problem = f"{node.hostname} listed twice; the first kept"
@@ -126,9 +128,9 @@ def nodes_discover(
             changed = _gpus_fill(current, node, node_gpus, result) or changed
             (result.updated if changed else result.unchanged).append(hostname)
         nodes_seen_mark(node_last_seen=seen)
-        if complete and listed:
+        if complete and named:
             for hostname, current in known.items():
-                if hostname not in listed and current.state != NodeState.RETIRED:
+                if hostname not in named and current.state != NodeState.RETIRED:
                     _node_retire(current, source, now)
                     result.retired.append(hostname)
         elif complete:

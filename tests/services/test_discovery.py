@@ -151,6 +151,16 @@ def test_an_empty_node_list_retires_nothing(cluster):
     assert Node.objects.get(hostname="gpu-01").state == NodeState.ACTIVE
 
 
+def test_a_known_node_whose_entry_is_refused_is_not_retired(cluster):
+    NodeFactory(cluster=cluster, hostname="gpu-01")
+    result = nodes_discover(
+        cluster=cluster, observed=[node("gpu-01", gpus=100_000), node("gpu-02")], complete=True, now=NOW
+    )
+    assert [r.reason for r in result.rejected] == ["100000 GPUs on gpu-01: at most 256 per node"]
+    assert (result.created, result.retired) == (["gpu-02"], [])
+    assert Node.objects.get(hostname="gpu-01").state == NodeState.ACTIVE
+
+
 def test_readings_never_retire_a_node(cluster):
     NodeFactory(cluster=cluster, hostname="gpu-01")
     nodes_discover(cluster=cluster, observed=[node("gpu-02")], complete=False, now=NOW)
