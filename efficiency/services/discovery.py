@@ -161,7 +161,7 @@ def nodes_confirm(*, nodes: Iterable[Node], actor=None, now: datetime | None = N
             if node.state != NodeState.DISCOVERED:
                 continue
             _state_set(node, NodeState.ACTIVE, actor=actor, now=now)
-            node.save()
+            node.save(update_fields=["state", "updated_at"])
             confirmed += 1
     return confirmed
 
