@@ -22,13 +22,14 @@ line, by these rules:
   just have lost its exporter. They create and update nodes, never retire or return them.
 
 Every change of state is a ``NodeStateChange`` row, as for fault actions. ``last_seen_at`` is
-written with ``update()``: it is bookkeeping of every collection, not a change of the node.
+written with ``update()``, to the nearest ``LAST_SEEN_RESOLUTION``: it is bookkeeping of every
+collection, not a change of the node.
 """
 
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -48,6 +49,7 @@ from efficiency.collectors.records import Rejected, excerpt
 from efficiency.models import Cluster, DataSource, Department, Gpu, Node, NodeStateChange
 
 MAX_NOTES = 20
+LAST_SEEN_RESOLUTION = timedelta(minutes=5)
 
 
 @dataclass
@@ -139,16 +141,18 @@ def nodes_discover(
 
 
 def nodes_seen_mark(*, node_last_seen: dict[int, datetime]) -> None:
-    """Move ``last_seen_at`` forward for nodes that reported readings (never backwards).
+    """Move ``last_seen_at`` forward for nodes that were seen (never backwards).
 
-    Readings of one scrape share one instant, so nodes are updated a group per instant.
+    Readings of one scrape share one instant, so nodes are updated a group per instant. Only a
+    move of more than ``LAST_SEEN_RESOLUTION`` is written: every scrape rewriting every node's
+    row cost a measurable share of the ingest, and "last seen" needs minutes, not seconds.
     """
     by_moment: dict[datetime, list[int]] = defaultdict(list)
     for node_id, moment in node_last_seen.items():
         by_moment[moment].append(node_id)
     for moment, node_ids in by_moment.items():
         Node.objects.filter(
-            Q(last_seen_at__lt=moment) | Q(last_seen_at__isnull=True), pk__in=node_ids
+            Q(last_seen_at__lt=moment - LAST_SEEN_RESOLUTION) | Q(last_seen_at__isnull=True), pk__in=node_ids
         ).update(last_seen_at=moment)
 
 

@@ -231,10 +231,13 @@ def test_late_readings_never_move_last_seen_backwards(cluster):
     scrape(NOW - timedelta(minutes=10))  # out of order: an older chunk arrives after a newer one
     late = Node.objects.get(hostname="gpu-late")
     assert late.last_seen_at == NOW - timedelta(minutes=1)  # the latest reading; never moved back
-    scrape(NOW + timedelta(minutes=2))
+    scrape(NOW + timedelta(minutes=2))  # within LAST_SEEN_RESOLUTION: not written
     late.refresh_from_db()
-    assert late.last_seen_at == NOW + timedelta(minutes=2)
-    assert GpuSample.objects.filter(node=late).count() == 3
+    assert late.last_seen_at == NOW - timedelta(minutes=1)
+    scrape(NOW + timedelta(minutes=4, seconds=1))
+    late.refresh_from_db()
+    assert late.last_seen_at == NOW + timedelta(minutes=4, seconds=1)
+    assert GpuSample.objects.filter(node=late).count() == 4
 
 
 def test_readings_a_host_cannot_be_discovered_from_are_rejected_with_the_reason(cluster):
