@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import redirect
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from rest_framework.authtoken.models import TokenProxy
 from simple_history.admin import SimpleHistoryAdmin as _SimpleHistoryAdmin
@@ -30,6 +31,7 @@ from efficiency.models import (
     SourceRun,
     WorkerHeartbeat,
 )
+from efficiency.services.discovery import nodes_confirm
 from efficiency.services.sources import SourceConfigError, SourceOutsideRoots, source_config_check
 from efficiency.services.tokens import TokenError, api_token_build
 
@@ -112,11 +114,32 @@ class NodeAdmin(SimpleHistoryAdmin):
         "fault_domain",
         "state",
         "owner_department",
+        "last_seen_at",
     ]
-    list_filter = ["cluster", "state", "gpu_model", "rdma_capable", "fault_domain", "owner_department"]
+    list_filter = ["state", "cluster", "gpu_model", "rdma_capable", "fault_domain", "owner_department"]
     search_fields = ["hostname", "fault_domain"]
     list_select_related = ["cluster", "owner_department"]
+    # What the sources report: shown, never typed (the next collection would overwrite it).
+    readonly_fields = [
+        "last_seen_at",
+        "discovered_by",
+        "missing_since",
+        "reported_state",
+        "reported_reason",
+        "source_labels",
+    ]
     inlines = [GpuInline]
+    actions = ["confirm_discovered"]
+
+    @admin.action(description=_("Confirm discovered nodes"))
+    def confirm_discovered(self, request, queryset):
+        confirmed = nodes_confirm(nodes=queryset, actor=request.user)
+        self.message_user(
+            request,
+            gettext("Confirmed: %(count)d node(s), now counted in capacity and quotas.")
+            % {"count": confirmed},
+            messages.SUCCESS if confirmed else messages.WARNING,
+        )
 
 
 @admin.register(Gpu)

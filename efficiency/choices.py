@@ -17,6 +17,9 @@ class NodeState(models.TextChoices):
     ISOLATED = "isolated", _("Isolated")
     DRAINING = "draining", _("Draining")
     RETIRED = "retired", _("Retired")
+    # Seen by a source (Slurm, Kubernetes, dcgm-exporter labels) but not yet confirmed by an admin:
+    # its readings are stored and shown, but it counts in no capacity, ownership or quota.
+    DISCOVERED = "discovered", _("Discovered")
 
 
 class MappingKind(models.TextChoices):

@@ -377,6 +377,9 @@ PORTAL_RAW_RETENTION_DAYS = env_int("PORTAL_RAW_RETENTION_DAYS", 35)
 # Directories file sources (an sacct dump's "path", a log tree's "root") may read from; anything
 # else, the secret key included, is refused. Default: the demo's var/sim and var/sources.
 PORTAL_SOURCE_ROOTS = env_list("PORTAL_SOURCE_ROOTS", f"{VAR_DIR / 'sim'},{VAR_DIR / 'sources'}")
+# Nodes a source discovers (Slurm, Kubernetes, dcgm-exporter labels) start as "discovered" for an
+# admin to confirm; with this set they are active, and count in capacity, at once.
+PORTAL_DISCOVERY_AUTO_ACCEPT = env_bool("PORTAL_DISCOVERY_AUTO_ACCEPT", False)
 # The demo's simulated dcgm-exporter (manage.py simulate serve) listens here.
 PORTAL_SIMULATOR_PORT = env_int("PORTAL_SIMULATOR_PORT", 9400)
 # The planning cycle (the GPU committee meets every two weeks) and node class thresholds

@@ -64,6 +64,7 @@ class _Draft:
     mig_instance: str
     uuid: str = ""
     model: str = ""
+    pci_bus_id: str = ""
     namespace: str = ""
     pod: str = ""
     timestamp_ms: int | None = None
@@ -77,6 +78,8 @@ class _Draft:
             self.uuid = labels.get("UUID") or labels.get("uuid", "")
         if not self.model:
             self.model = labels.get("modelName", "")
+        if not self.pci_bus_id:
+            self.pci_bus_id = labels.get("pci_bus_id", "")
         if not self.namespace:
             self.namespace = labels.get("namespace") or labels.get("pod_namespace", "")
         if not self.pod:
@@ -90,6 +93,7 @@ class _Draft:
             timestamp_ms=self.timestamp_ms if self.timestamp_ms is not None else scrape_time_ms,
             uuid=self.uuid,
             model=self.model,
+            pci_bus_id=self.pci_bus_id,
             namespace=self.namespace,
             pod=self.pod,
             mig_instance=self.mig_instance,

@@ -1,4 +1,5 @@
-"""Kubernetes job records from ``kubectl get jobs -A -o json`` or ``kubectl get pods -A -o json``.
+"""Kubernetes job records from ``kubectl get jobs -A -o json`` or ``kubectl get pods -A -o json``;
+observed nodes from ``kubectl get nodes -o json`` (inventory discovery).
 
 Both commands print a ``List`` whose items carry their ``kind`` (``Job`` or ``Pod``); a
 ``JobList``/``PodList`` straight from the API server, whose items carry no kind, and a single
@@ -18,6 +19,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from efficiency.collectors.nodes import (
+    GPU_MODEL_MAX_CHARS,
+    MAX_GPUS_PER_NODE,
+    ObservedGpu,
+    ObservedNode,
+    clip_labels,
+)
 from efficiency.collectors.records import JobRecord, ParseOutcome
 from efficiency.redaction import REDACTED, config_redact
 
@@ -408,3 +416,120 @@ def _identity_excerpt(item: Mapping[str, Any]) -> str:
     if isinstance(metadata, dict):
         identity.update({key: metadata[key] for key in ("namespace", "name", "uid") if key in metadata})
     return json.dumps(identity)
+
+
+# --- Node list: kubectl get nodes -o json --------------------------------------------------------
+
+KUBECTL_NODES_COMMAND = ("kubectl", "get", "nodes", "-o", "json")
+# Set by NVIDIA GPU feature discovery: physical GPUs, and per-GPU memory in MiB.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # time-slicing: capacity = GPUs x replicas
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+# Labels kept beside the node: GPU feature discovery's, topology and instance type; the rest
+# (CPU flags, kernel version) says nothing about GPUs.
+_KEPT_LABEL_PREFIXES = (
+    "nvidia.com/gpu.",
+    "nvidia.com/mig.",
+    "topology.kubernetes.io/",
+    "node.kubernetes.io/instance-type",
+)
+
+
+def parse_kubernetes_nodes(text: str) -> ParseOutcome[ObservedNode]:
+    """Turn ``kubectl get nodes -o json`` (a NodeList, or one Node) into observed nodes.
+
+    The GPU count is GPU feature discovery's ``nvidia.com/gpu.count`` label (physical GPUs),
+    else ``status.capacity["nvidia.com/gpu"]`` divided by ``nvidia.com/gpu.replicas`` (with
+    time-slicing the device plugin advertises each GPU that many times); the model is
+    ``nvidia.com/gpu.product`` without GFD's ``-SHARED`` suffix; ``nvidia.com/gpu.memory`` is
+    each GPU's memory in MiB. The state is what ``kubectl get nodes`` shows (``Ready``,
+    ``NotReady``, ``Ready,SchedulingDisabled``), with the Ready condition's message as reason
+    when not ready. The zone label is the suggested fault domain. Nodes without GPUs are kept
+    (a node list names every node), with a GPU count of 0.
+    """
+    outcome = ParseOutcome[ObservedNode]()
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        outcome.reject(
+            f"not valid JSON: {error}", text[max(0, error.pos - 80) : error.pos + 80], error.lineno
+        )
+        return outcome
+    if not isinstance(document, dict):
+        outcome.reject("expected a JSON object (a NodeList)", text)
+        return outcome
+    items = document.get("items", [document])
+    if not isinstance(items, list):
+        outcome.reject("'items' is not a list", text)
+        return outcome
+    for index, item in enumerate(items):
+        where = f"items[{index}]" if "items" in document else "object"
+        if not isinstance(item, dict):
+            outcome.reject(f"{where} is not a JSON object", json.dumps(item))
+            continue
+        try:
+            outcome.records.append(_node_record(item))
+        except _BadItem as error:
+            outcome.reject(f"{where}: {error}", _identity_excerpt(item))
+    return outcome
+
+
+def _node_record(item: Mapping[str, Any]) -> ObservedNode:
+    metadata = _mapping(item, "metadata")
+    status = _mapping(item, "status")
+    labels = {str(key): str(value) for key, value in _mapping(metadata, "labels").items()}
+    name = metadata.get("name")
+    if not isinstance(name, str):
+        raise _BadItem("metadata.name is missing")
+    count = _label_count(labels, GPU_COUNT_LABEL)
+    if count is None:
+        advertised = _gpu_quantity(_mapping(status, "capacity").get(GPU_RESOURCE, 0), "status.capacity")
+        replicas = _label_count(labels, GPU_REPLICAS_LABEL) or 1
+        count = advertised // replicas
+    model = labels.get(GPU_PRODUCT_LABEL, "").removesuffix("-SHARED")[:GPU_MODEL_MAX_CHARS]
+    memory = _label_count(labels, GPU_MEMORY_LABEL)
+    gpus = ()
+    if 0 < count <= MAX_GPUS_PER_NODE:
+        gpus = tuple(ObservedGpu(index=index, model=model, memory_mib=memory) for index in range(count))
+    state, reason = _node_state(item, status)
+    return ObservedNode(
+        hostname=name,
+        gpu_model=model,
+        gpu_count=count,
+        gpus=gpus,
+        state=state,
+        reason=reason,
+        labels=clip_labels(
+            {
+                key: value
+                for key, value in sorted(labels.items())
+                if key.startswith(_KEPT_LABEL_PREFIXES) and not key.startswith("nvidia.com/gpu.deploy.")
+            }
+        ),
+        fault_domain=next((labels[key] for key in ZONE_LABELS if labels.get(key)), ""),
+    )
+
+
+def _label_count(labels: Mapping[str, str], key: str) -> int | None:
+    text = labels.get(key, "")
+    if not text:
+        return None
+    if not text.isdigit():
+        raise _BadItem(f"label {key} {text!r} is not a whole number")
+    return int(text)
+
+
+def _node_state(item: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, str]:
+    ready = next(
+        (c for c in _list(status, "conditions") if isinstance(c, dict) and c.get("type") == "Ready"), None
+    )
+    if ready is None:
+        state, reason = "Unknown", ""
+    elif ready.get("status") == "True":
+        state, reason = "Ready", ""
+    else:
+        state, reason = "NotReady", str(ready.get("message") or ready.get("reason") or "")
+    if _mapping(item, "spec").get("unschedulable") is True:
+        state += ",SchedulingDisabled"
+    return state, reason[:300]

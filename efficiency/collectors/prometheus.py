@@ -75,6 +75,7 @@ DEFAULT_LABELS: dict[str, str] = {
     "gpu": "gpu",
     "uuid": "UUID",
     "model": "modelName",
+    "pci_bus_id": "pci_bus_id",
     "namespace": "namespace",
     "pod": "pod",
     "mig_instance": "GPU_I_ID",
@@ -89,6 +90,7 @@ LABEL_FALLBACKS: dict[str, tuple[str, ...]] = {
     "gpu": ("gpu",),
     "uuid": ("UUID", "uuid"),
     "model": ("modelName",),
+    "pci_bus_id": ("pci_bus_id",),
     "namespace": ("namespace", "pod_namespace"),
     "pod": ("pod", "pod_name"),
     "mig_instance": ("GPU_I_ID",),
@@ -605,7 +607,9 @@ def _series_key(
         outcome.reject(f"{field_name}: gpu label {gpu_text!r} is not a GPU index, series ignored", shown)
         return None
     mig_instance = _label(config, metric, "mig_instance")
-    meta = {name: _label(config, metric, name) for name in ("uuid", "model", "namespace", "pod")}
+    meta = {
+        name: _label(config, metric, name) for name in ("uuid", "model", "pci_bus_id", "namespace", "pod")
+    }
     return hostname, int(gpu_text), mig_instance, meta, shown
 
 

@@ -115,6 +115,7 @@ class GpuReading:
     timestamp_ms: int
     uuid: str = ""
     model: str = ""
+    pci_bus_id: str = ""  # dcgm-exporter's pci_bus_id label, e.g. 00000000:3B:00.0
     namespace: str = ""
     pod: str = ""
     mig_instance: str = ""  # GPU_I_ID of a MIG instance; "" for a whole GPU

@@ -1,4 +1,5 @@
-"""Slurm job records: ``sacct --parsable2`` for job history, ``squeue`` for pending work.
+"""Slurm job records: ``sacct --parsable2`` for job history, ``squeue`` for pending work; and the
+node list (``scontrol show nodes``, ``sinfo``) for inventory discovery.
 
 Slurm prints times in the cluster's local time without a zone, so both parsers take the
 cluster's ``tzinfo`` (a ``zoneinfo.ZoneInfo``) and return timezone-aware UTC datetimes.
@@ -21,8 +22,10 @@ that times ``%D``. A job that asked for GPUs per job (``--gpus=16``) instead of 
 import itertools
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 
+from efficiency.collectors.nodes import MAX_GPUS_PER_NODE, ObservedGpu, ObservedNode, clip_labels
 from efficiency.collectors.records import JobRecord, ParseOutcome
 
 # The fields the portal asks sacct for; parse_sacct reads whatever header comes back, so this
@@ -514,3 +517,172 @@ def _expand_ranges(ranges: str, room: int) -> list[str]:
             raise ValueError(f"expands to more than {MAX_HOSTLIST_HOSTS} hosts")
         numbers.extend(str(number).zfill(len(low_text)) for number in range(low, high + 1))
     return numbers
+
+
+# --- Node lists: scontrol show nodes, sinfo ------------------------------------------------------
+#
+# ``scontrol show nodes --oneliner`` prints one node a line as ``Key=Value`` pairs; without
+# ``--oneliner`` the same pairs wrap over indented lines, a block per node. Values may hold
+# spaces (``OS=Linux 6.1 #1 SMP ...``), so a value runs up to the next `` Key=``; ``Reason`` is
+# free text and runs to the end of its line. Both forms are read by ``parse_scontrol_nodes``.
+
+SINFO_NODES_FORMAT = "%N|%G|%P|%T|%E"  # node, GRES, partition, state, reason
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_]*)=")
+_REASON = re.compile(r"(?:^|(?<=\s))Reason=(?P<reason>[^\n]*)", re.MULTILINE)
+_REASON_STAMP = re.compile(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$")  # "[root@2026-12-02T07:52:36]"
+_NULL = frozenset({"", "(null)", "n/a", "none"})
+
+
+def scontrol_nodes_command() -> list[str]:
+    """The argv whose output ``parse_scontrol_nodes`` reads: every node, one a line."""
+    return ["scontrol", "show", "nodes", "--oneliner"]
+
+
+def sinfo_nodes_command() -> list[str]:
+    """The argv whose output ``parse_sinfo_nodes`` reads: a line per node and partition."""
+    return ["sinfo", "-N", "-h", "-o", SINFO_NODES_FORMAT]
+
+
+def parse_scontrol_nodes(text: str) -> ParseOutcome[ObservedNode]:
+    """Turn ``scontrol show nodes`` output (``--oneliner`` or blocks) into observed nodes.
+
+    Read: ``NodeName``; ``Gres`` (``gpu:h100:8``, ``gpu:8``, ``gpu:a100:4(S:0-1)``, several
+    comma-separated, ``shard``/``mps`` ignored) for the GPU count and model (the GRES type, e.g.
+    ``h100``: Slurm's name, not NVML's); ``State`` (``MIXED+DRAIN``, ``DOWN*``) and ``Reason``
+    as the source's state and reason; ``Partitions``, ``ActiveFeatures`` and ``NodeHostName`` as
+    labels. A node whose GRES cannot be read is rejected with the reason; the others are kept.
+    """
+    outcome = ParseOutcome[ObservedNode]()
+    for line_no, record in _node_records(text):
+        fields = _key_values(record)
+        hostname = fields.get("NodeName", "")
+        try:
+            count, model = gres_gpus(fields.get("Gres", ""))
+        except ValueError as error:
+            outcome.reject(f"node {hostname or '?'}: {error}", record, line_no)
+            continue
+        labels = {
+            "partitions": _null_to_empty(fields.get("Partitions", "")),
+            "features": _null_to_empty(fields.get("ActiveFeatures", "")),
+            "node_hostname": _null_to_empty(fields.get("NodeHostName", "")),
+        }
+        outcome.records.append(
+            ObservedNode(
+                hostname=hostname,
+                gpu_model=model,
+                gpu_count=count,
+                gpus=_indexed_gpus(count, model),
+                state=fields.get("State", ""),
+                reason=_REASON_STAMP.sub("", fields.get("Reason", "")),
+                labels=clip_labels({key: value for key, value in labels.items() if value}),
+            )
+        )
+    return outcome
+
+
+def parse_sinfo_nodes(text: str) -> ParseOutcome[ObservedNode]:
+    """Turn the output of ``sinfo_nodes_command()`` into observed nodes.
+
+    sinfo prints a node once per partition: the lines of one node are merged, partitions
+    joined (the default partition's ``*`` dropped). ``%N`` may be a hostlist (sinfo without
+    ``-N``): it is expanded. ``%T`` is the long state (``drained``, ``mixed``), ``%E`` the reason.
+    """
+    outcome = ParseOutcome[ObservedNode]()
+    merged: dict[str, tuple[ObservedNode, list[str]]] = {}
+    for index, line in enumerate(_lines(text)):
+        line_no = index + 1
+        if not line.strip():
+            continue
+        fields = line.split("|", 4)
+        if len(fields) < 5:
+            outcome.reject(f"expected 5 fields ({SINFO_NODES_FORMAT}), got {len(fields)}", line, line_no)
+            continue
+        names, gres, partition, state, reason = (field.strip() for field in fields)
+        if index == 0 and names.upper() == "NODELIST":
+            continue  # run without -h: a header
+        try:
+            hosts = expand_hostlist(names)
+            count, model = gres_gpus(gres)
+        except ValueError as error:
+            outcome.reject(f"{names or '?'}: {error}", line, line_no)
+            continue
+        for host in hosts:
+            if host in merged:
+                merged[host][1].append(partition.rstrip("*"))
+                continue
+            node = ObservedNode(
+                hostname=host,
+                gpu_model=model,
+                gpu_count=count,
+                gpus=_indexed_gpus(count, model),
+                state=state,
+                reason="" if reason.lower() in _NULL else reason,
+            )
+            merged[host] = (node, [partition.rstrip("*")])
+    for node, partitions in merged.values():
+        listed = ",".join(p for p in dict.fromkeys(partitions) if p and p.lower() not in _NULL)
+        outcome.records.append(replace(node, labels={"partitions": listed} if listed else {}))
+    return outcome
+
+
+def gres_gpus(gres: str) -> tuple[int, str]:
+    """GPUs and their type in a node's ``Gres``: ``gpu:h100:8`` → (8, "h100"), ``(null)`` → (0, "").
+
+    Several GPU entries add up; several types are joined with ``+`` (``a100+v100``).
+    Raises ``ValueError`` for an entry whose count is not a whole number.
+    """
+    total, types = 0, []
+    if gres.strip().lower() in _NULL:
+        return 0, ""
+    for item in re.split(r",(?![^()]*\))", gres):
+        item = re.sub(r"\(.*\)$", "", item.strip())  # "(S:0-1)": socket affinity
+        parts = item.split(":")
+        if parts[0] != "gpu":
+            continue  # shard, mps, a site's own GRES
+        if len(parts) == 2:
+            gpu_type, count_text = "", parts[1]
+        elif len(parts) == 3:
+            gpu_type, count_text = parts[1], parts[2]
+        else:
+            raise ValueError(f"GRES {item!r} is not gpu[:type]:count")
+        if not count_text.isdigit():
+            raise ValueError(f"GRES {item!r}: count {count_text!r} is not a whole number")
+        total += int(count_text)
+        if gpu_type and gpu_type not in types:
+            types.append(gpu_type)
+    return total, "+".join(types)
+
+
+def _node_records(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each node: a ``NodeName=`` line and its indented lines."""
+    records: list[tuple[int, list[str]]] = []
+    for index, line in enumerate(_lines(text)):
+        if line.startswith("NodeName="):
+            records.append((index + 1, [line]))
+        elif records and line.strip():
+            records[-1][1].append(line)
+    return [(line_no, "\n".join(lines)) for line_no, lines in records]
+
+
+def _key_values(record: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    reason = _REASON.search(record)
+    if reason is not None:
+        fields["Reason"] = reason["reason"].strip()
+        record = record[: reason.start()] + record[reason.end() :]
+    keys = list(_KEY.finditer(record))
+    for position, match in enumerate(keys):
+        end = keys[position + 1].start() if position + 1 < len(keys) else len(record)
+        fields.setdefault(match[1], record[match.end() : end].strip())
+    return fields
+
+
+def _null_to_empty(value: str) -> str:
+    return "" if value.strip().lower() in _NULL else value.strip()
+
+
+def _indexed_gpus(count: int, model: str) -> tuple[ObservedGpu, ...]:
+    # Past the limit the node is rejected by observed_node_problem: build no GPUs for it.
+    if not 0 < count <= MAX_GPUS_PER_NODE:
+        return ()
+    return tuple(ObservedGpu(index=index, model=model) for index in range(count))

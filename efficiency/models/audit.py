@@ -98,7 +98,8 @@ register(
     m2m_fields=["groups"],
 )
 register(Department, app="efficiency", records_class=AuditRecords, m2m_fields=["heads"])
-register(Node, app="efficiency", records_class=AuditRecords, excluded_fields=["updated_at"])
+# When a source last saw a node is bookkeeping of every collection, not a change of the node.
+register(Node, app="efficiency", records_class=AuditRecords, excluded_fields=["updated_at", "last_seen_at"])
 register(DataSource, app="efficiency", records_class=AuditRecords, excluded_fields=SOURCE_RUN_FIELDS)
 register(Incident, app="efficiency", records_class=AuditRecords, excluded_fields=["updated_at"])
 register(QuotaCycle, app="efficiency", records_class=AuditRecords)

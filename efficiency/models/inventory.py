@@ -109,7 +109,9 @@ class NodeQuerySet(models.QuerySet):
         return self.filter(Q(owner_department_id__in=ids) | Q(models.Exists(ran_there)))
 
     def in_service(self) -> "NodeQuerySet":
-        return self.exclude(state=NodeState.RETIRED)
+        """Nodes that count in capacity, ownership and quotas: not retired, and confirmed
+        (a discovered node's readings are shown, but it adds no capacity until an admin confirms it)."""
+        return self.exclude(state__in=[NodeState.RETIRED, NodeState.DISCOVERED])
 
 
 class Node(models.Model):
@@ -142,6 +144,42 @@ class Node(models.Model):
     in_service_until = models.DateTimeField(
         _("in service until"), null=True, blank=True, help_text=_("Set when the node is retired.")
     )
+    last_seen_at = models.DateTimeField(
+        _("last seen"),
+        null=True,
+        blank=True,
+        help_text=_("When a source last listed or measured the node."),
+    )
+    discovered_by = models.ForeignKey(
+        "efficiency.DataSource",
+        verbose_name=_("discovered by"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="discovered_nodes",
+        help_text=_("The source that first reported the node; empty for a node entered by hand."),
+    )
+    missing_since = models.DateTimeField(
+        _("missing since"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "Set when a source that lists every node stopped listing it (the node was retired then)."
+        ),
+    )
+    reported_state = models.CharField(
+        _("state reported by the source"),
+        max_length=100,
+        blank=True,
+        help_text=_("As the scheduler says it, e.g. Slurm's MIXED+DRAIN or Kubernetes' NotReady."),
+    )
+    reported_reason = models.CharField(_("reason reported by the source"), max_length=300, blank=True)
+    source_labels = models.JSONField(
+        _("labels from the source"),
+        default=dict,
+        blank=True,
+        help_text=_("Partitions, Kubernetes labels and the like, as the source last reported them."),
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
@@ -168,6 +206,7 @@ class Gpu(models.Model):
     uuid = models.CharField(_("UUID"), max_length=64, blank=True)
     model = models.CharField(_("model"), max_length=100)
     memory_mib = models.PositiveIntegerField(_("memory (MiB)"), null=True, blank=True)
+    pci_bus_id = models.CharField(_("PCI bus ID"), max_length=32, blank=True)
 
     class Meta:
         ordering = ["node", "index"]

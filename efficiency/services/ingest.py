@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from efficiency.choices import JobState, MappingKind, SourceKind
+from efficiency.collectors.nodes import observed_nodes_from_readings
 from efficiency.collectors.records import (
     MAX_STORED_INT,
     GpuReading,
@@ -27,8 +28,17 @@ from efficiency.collectors.records import (
     excerpt,
     job_record_check,
 )
-from efficiency.models import Cluster, Department, DepartmentMapping, Job, LogChunk, RollupDirtyHour
+from efficiency.models import (
+    Cluster,
+    DataSource,
+    Department,
+    DepartmentMapping,
+    Job,
+    LogChunk,
+    RollupDirtyHour,
+)
 from efficiency.redaction import config_redact
+from efficiency.services.discovery import nodes_discover, nodes_seen_mark
 
 SAMPLE_COLUMNS = (
     "node_id",
@@ -70,6 +80,7 @@ class IngestResult:
     rejected: list[Rejected] = field(default_factory=list)
     warnings: list[Rejected] = field(default_factory=list)
     xid_counts: list[XidCount] = field(default_factory=list)
+    discovered: list[str] = field(default_factory=list)  # hostnames the readings added to the inventory
 
     def reject(self, reason: str, raw: str = "") -> None:
         self.rejected.append(Rejected(reason=reason, excerpt=excerpt(raw)))
@@ -95,13 +106,20 @@ def gpu_readings_ingest(
     readings: Iterable[GpuReading],
     interval_s: int,
     now: datetime | None = None,
+    source: DataSource | None = None,
 ) -> IngestResult:
-    """Map readings to known nodes and GPUs and store them as raw samples.
+    """Map readings to nodes and GPUs and store them as raw samples.
 
-    Rejected: unknown hostnames, GPU indexes beyond the node's GPU count, timestamps more than
-    five minutes in the future (clock skew) or older than the raw retention window. MIG
-    instances of one GPU are averaged into that GPU; a whole-GPU reading wins over them. The Xid
-    counts the readings carry are returned in ``xid_counts``, not recorded as faults here.
+    Readings from a hostname the inventory does not know yet discover it from their labels
+    (``services.discovery``: a ``discovered`` node with the GPUs they show, ``source`` its
+    discoverer) and are stored; ``discovered`` lists those hostnames. Nodes that reported get
+    ``last_seen_at`` moved to their latest reading.
+
+    Rejected: readings of a hostname discovery refuses (its reason), GPU indexes beyond the
+    node's GPU count, timestamps more than five minutes in the future (clock skew) or older than
+    the raw retention window. MIG instances of one GPU are averaged into that GPU; a whole-GPU
+    reading wins over them. The Xid counts the readings carry are returned in ``xid_counts``,
+    not recorded as faults here.
     """
     now = now or timezone.now()
     result = IngestResult()
@@ -114,17 +132,14 @@ def gpu_readings_ingest(
     oldest_ms, newest_ms = oldest.timestamp() * 1000, newest.timestamp() * 1000
     whole: dict[tuple[int, int, int], tuple] = {}
     mig: dict[tuple[int, int, int], list[tuple]] = defaultdict(list)
-    unknown_hosts: dict[str, int] = defaultdict(int)
-    for reading in readings:
-        result.received += 1
-        node = nodes.get(reading.hostname)
-        if node is None:
-            unknown_hosts[reading.hostname] += 1
-            continue
+    unknown: list[GpuReading] = []
+    last_seen_ms: dict[int, int] = {}
+
+    def take(reading: GpuReading, node: tuple[int, int]) -> None:
         node_id, gpu_count = node
         if not 0 <= reading.gpu_index < gpu_count:
             result.reject(f"GPU {reading.gpu_index} does not exist on {reading.hostname} ({gpu_count} GPUs)")
-            continue
+            return
         if not oldest_ms <= reading.timestamp_ms <= newest_ms:
             reason = (
                 "in the future (clock skew?)" if reading.timestamp_ms > newest_ms else "older than retention"
@@ -133,7 +148,7 @@ def gpu_readings_ingest(
                 f"sample at {moment_text(reading.timestamp_ms)} is {reason}",
                 f"{reading.hostname} gpu {reading.gpu_index}",
             )
-            continue
+            return
         if reading.xid_last is not None and not 0 <= reading.xid_last <= MAX_STORED_INT:
             # The rest of the reading is good: only the code that does not fit is dropped.
             result.reject(
@@ -157,6 +172,8 @@ def gpu_readings_ingest(
                 for xid, count in reading.xid_counts
                 if count > 0 and 0 <= xid <= MAX_STORED_INT
             ]
+        if reading.timestamp_ms > last_seen_ms.get(node_id, -1):
+            last_seen_ms[node_id] = reading.timestamp_ms
         key = (node_id, reading.gpu_index, reading.timestamp_ms)
         if reading.mig_instance:
             mig[key].append(values)
@@ -164,8 +181,37 @@ def gpu_readings_ingest(
             result.duplicates += 1
         else:
             whole[key] = values
-    for hostname, count in unknown_hosts.items():
-        result.reject(f"unknown node {hostname!r} ({count} readings): add it to the inventory", hostname)
+
+    for reading in readings:
+        result.received += 1
+        node = nodes.get(reading.hostname)
+        if node is None:
+            unknown.append(reading)
+            continue
+        take(reading, node)
+    if unknown:
+        # Discovery from the readings' own labels (Hostname, gpu, UUID, modelName, pci_bus_id).
+        discovery = nodes_discover(
+            cluster=cluster, observed=observed_nodes_from_readings(unknown), source=source, now=now
+        )
+        result.discovered = discovery.created
+        refused = {item.excerpt: item.reason for item in discovery.rejected}
+        nodes.update(
+            (hostname, (pk, gpus))
+            for pk, hostname, gpus in cluster.nodes.filter(
+                hostname__in={reading.hostname for reading in unknown}
+            ).values_list("pk", "hostname", "gpu_count")
+        )
+        not_taken: dict[str, int] = defaultdict(int)
+        for reading in unknown:
+            node = nodes.get(reading.hostname)
+            if node is None:
+                not_taken[reading.hostname] += 1
+            else:
+                take(reading, node)
+        for hostname, count in not_taken.items():
+            reason = refused.get(excerpt(hostname), "not a GPU node")
+            result.reject(f"node {hostname!r} ({count} readings) cannot be discovered: {reason}", hostname)
     for key, instances in mig.items():
         if key not in whole:
             whole[key] = _mean_values(instances)
@@ -177,6 +223,13 @@ def gpu_readings_ingest(
     hours = {_hour(datetime.fromtimestamp(ts_ms / 1000, tz=UTC)) for ts_ms in instants}
     if hours:
         dirty_hours_mark(cluster=cluster, hours=hours, now=now)
+    if last_seen_ms:
+        nodes_seen_mark(
+            node_last_seen={
+                node_id: datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+                for node_id, ts_ms in last_seen_ms.items()
+            }
+        )
     return result
 
 

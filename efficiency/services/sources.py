@@ -25,8 +25,10 @@ from django.utils import timezone
 
 from efficiency.choices import JobSource, RunStatus, SourceKind
 from efficiency.collectors.logpush import PushRefused
-from efficiency.collectors.records import GpuReading, Rejected, excerpt
+from efficiency.collectors.nodes import ObservedNode
+from efficiency.collectors.records import GpuReading, ParseOutcome, Rejected, excerpt
 from efficiency.models import Cluster, DataSource, SourceRun
+from efficiency.services.discovery import DiscoveryResult, nodes_discover
 from efficiency.services.faults import xid_count_signals_record
 from efficiency.services.ingest import IngestResult, gpu_readings_ingest, jobs_ingest, log_chunks_ingest
 
@@ -62,6 +64,8 @@ class RunRecorder:
     rejects: list[dict] = field(default_factory=list)
     watermark: datetime | None = None
     state: dict | None = None
+    discovered: list[str] = field(default_factory=list)
+    discovery_summary: str = ""
 
     def add(self, result: IngestResult, *, parse_rejected: list[Rejected] = ()) -> None:
         self.run.received += result.received
@@ -77,6 +81,26 @@ class RunRecorder:
                     )
         if result.warnings and not self.run.message:
             self.run.message = result.warnings[0].reason
+        if result.discovered:
+            self.discovered += result.discovered
+
+    def add_discovery(self, result: "DiscoveryResult") -> None:
+        """Count what a node-list discovery did: its rejects like rejected input, its summary
+        as the run's message when there is no other."""
+        self.add(IngestResult(rejected=result.rejected))
+        if result.created or result.retired or result.returned or result.notes:
+            self.discovery_summary = result.summary()
+
+    def message_finish(self) -> None:
+        """The run's message names the nodes it discovered (an admin confirms them)."""
+        parts = []
+        if self.discovery_summary:
+            parts.append(f"nodes: {self.discovery_summary}")
+        elif self.discovered:
+            shown = ", ".join(self.discovered[:5]) + (" …" if len(self.discovered) > 5 else "")
+            parts.append(f"discovered {len(self.discovered)} new node(s): {shown}")
+        if parts and not self.run.message:
+            self.run.message = excerpt("; ".join(parts), 1000)
 
 
 def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
@@ -137,6 +161,7 @@ def source_run_record(source: DataSource, *, now: datetime) -> Iterator[RunRecor
         )
         raise
     else:
+        recorder.message_finish()
         run.status = RunStatus.PARTIAL if run.rejected else RunStatus.OK
         source.last_success_at = timezone.now()
         source.consecutive_failures = 0
@@ -209,14 +234,22 @@ def _http_get(url: str, *, timeout_s: float, headers: dict | None = None) -> str
 
 
 def gpu_readings_store(
-    *, cluster: Cluster, readings: Iterable[GpuReading], interval_s: int, now: datetime
+    *,
+    cluster: Cluster,
+    readings: Iterable[GpuReading],
+    interval_s: int,
+    now: datetime,
+    source: DataSource | None = None,
 ) -> IngestResult:
     """Store a batch of GPU readings, then record the Xid counts they carried as fault signals.
 
     Ingest only stores and reports what it found; deciding that an Xid count is fault evidence
-    (and queueing the grouping into incidents) is the collection's next step, here.
+    (and queueing the grouping into incidents) is the collection's next step, here. Nodes the
+    readings discovered are credited to ``source``.
     """
-    result = gpu_readings_ingest(cluster=cluster, readings=readings, interval_s=interval_s, now=now)
+    result = gpu_readings_ingest(
+        cluster=cluster, readings=readings, interval_s=interval_s, now=now, source=source
+    )
     if result.xid_counts:
         xid_count_signals_record(cluster=cluster, events=result.xid_counts, now=now)
     return result
@@ -272,7 +305,11 @@ def _scrape_target(
             text, scrape_time_ms=int(now.timestamp() * 1000), default_hostname=hostname
         )
         result = gpu_readings_store(
-            cluster=source.cluster, readings=readings.records, interval_s=source.interval_s, now=now
+            cluster=source.cluster,
+            readings=readings.records,
+            interval_s=source.interval_s,
+            now=now,
+            source=source,
         )
     except Exception as error:  # one target's bad page must not stop the others
         logger.exception("dcgm target %s of source %s could not be stored", url, source.pk)
@@ -306,7 +343,7 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
             parse_rejected = chunk.outcome.rejected
             for interval_s, readings in chunk.by_interval():
                 result = gpu_readings_store(
-                    cluster=source.cluster, readings=readings, interval_s=interval_s, now=now
+                    cluster=source.cluster, readings=readings, interval_s=interval_s, now=now, source=source
                 )
                 recorder.add(result, parse_rejected=parse_rejected)
                 parse_rejected = []
@@ -319,7 +356,7 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
         raise SourceConfigError(error.message) from error
 
 
-PATH_KEYS = ("path", "root")  # configuration keys that name a file or directory to read
+PATH_KEYS = ("path", "root", "nodes_path")  # configuration keys that name a file or directory to read
 
 
 def source_path_check(path: str | Path) -> Path:
@@ -356,20 +393,26 @@ def _read_text(
     until: datetime,
     command: Callable[..., list[str]] | None,
     env: dict[str, str] | None = None,
+    path_key: str = "path",
+    command_key: str = "command",
 ) -> str:
-    """The source's text: a file (``path``), or a command's output (``command``)."""
-    path = source.config.get("path")
+    """The source's text: a file (``path``), or a command's output (``command``).
+
+    ``path_key`` / ``command_key`` name other keys of the configuration for a second text
+    of the same source (the node list: ``nodes_path`` / ``nodes_command``).
+    """
+    path = source.config.get(path_key)
     if path:
         resolved = source_path_check(path)
         try:
             return resolved.read_text(encoding="utf-8", errors="replace")
         except OSError as error:
             raise SourceUnavailable(f"cannot read {path}: {error.strerror}") from error
-    argv = source.config.get("command")
+    argv = source.config.get(command_key)
     if argv is None and command is not None:
         argv = command(since, until)
     if not argv or not isinstance(argv, list):
-        raise SourceConfigError("configuration needs 'path' or 'command' (a list of arguments)")
+        raise SourceConfigError(f"configuration needs {path_key!r} or {command_key!r} (a list of arguments)")
     try:
         completed = subprocess.run(  # noqa: S603
             argv, capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **(env or {})}
@@ -401,6 +444,16 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
     result = jobs_ingest(cluster=source.cluster, source=JobSource.SLURM, records=parsed.records, now=now)
     recorder.add(result, parse_rejected=parsed.rejected)
     recorder.watermark = now
+    # The node list: the default command when sacct runs as the portal's own command, else
+    # only when the configuration names one (a dump of sacct says nothing about nodes).
+    own_commands = "path" not in source.config and "command" not in source.config
+    _discover_nodes(
+        source,
+        recorder,
+        now,
+        parse=slurm.parse_scontrol_nodes,
+        default_command=slurm.scontrol_nodes_command if own_commands else None,
+    )
 
 
 def _collect_kubernetes(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
@@ -411,6 +464,57 @@ def _collect_kubernetes(source: DataSource, recorder: RunRecorder, now: datetime
     result = jobs_ingest(cluster=source.cluster, source=JobSource.KUBERNETES, records=parsed.records, now=now)
     recorder.add(result, parse_rejected=parsed.rejected)
     recorder.watermark = now
+    from efficiency.collectors.kubernetes import parse_kubernetes_nodes
+
+    _discover_nodes(source, recorder, now, parse=parse_kubernetes_nodes, default_command=None)
+
+
+# --- Inventory discovery from a scheduler's node list --------------------------------------------
+
+
+def _discover_nodes(
+    source: DataSource,
+    recorder: RunRecorder,
+    now: datetime,
+    *,
+    parse: Callable[[str], ParseOutcome[ObservedNode]],
+    default_command: Callable[[], list[str]] | None,
+) -> None:
+    """List the scheduler's nodes in the same run and discover the inventory from them.
+
+    The list comes from ``nodes_path`` (a file) or ``nodes_command`` (an argv, e.g.
+    ``["kubectl", "get", "nodes", "-o", "json"]``), else ``default_command``; with none of
+    them, or ``discover_nodes: false``, nothing happens. A node list that cannot be read is a
+    rejection of this run, not a failure: the jobs are stored, and no node is retired.
+    """
+    config = source.config
+    if config.get("discover_nodes") is False:
+        return
+    if "nodes_path" not in config and "nodes_command" not in config and default_command is None:
+        return
+    try:
+        text = _read_text(
+            source,
+            since=now,
+            until=now,
+            command=(lambda _since, _until: default_command()) if default_command else None,
+            path_key="nodes_path",
+            command_key="nodes_command",
+        )
+    except (SourceUnavailable, SourceConfigError) as error:
+        recorder.add(IngestResult(), parse_rejected=[Rejected(reason=f"node list: {error}")])
+        return
+    parsed = parse(text)
+    recorder.add(IngestResult(), parse_rejected=parsed.rejected)
+    # A list with unreadable entries is not the whole inventory: retire nothing from it.
+    result = nodes_discover(
+        cluster=source.cluster,
+        observed=parsed.records,
+        source=source,
+        complete=not parsed.rejected,
+        now=now,
+    )
+    recorder.add_discovery(result)
 
 
 def _collect_log_files(source: DataSource, recorder: RunRecorder, now: datetime) -> None:

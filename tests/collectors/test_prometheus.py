@@ -145,6 +145,7 @@ def reading(gpu: dict[str, str], minute: int, **values: Any) -> GpuReading:
         timestamp_ms=(T0_S + 60 * minute) * 1000,
         uuid=gpu["UUID"],
         model=gpu["modelName"],
+        pci_bus_id=gpu.get("pci_bus_id", ""),
         namespace=gpu.get("namespace", ""),
         pod=gpu.get("pod", ""),
         **values,

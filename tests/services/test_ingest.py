@@ -6,7 +6,7 @@ import pytest
 
 from efficiency.choices import JobSource, JobState, MappingKind
 from efficiency.collectors.records import GpuReading, JobRecord, LogLines
-from efficiency.models import DataSource, GpuSample, Job, LogChunk, RollupDirtyHour
+from efficiency.models import DataSource, GpuSample, Job, LogChunk, Node, RollupDirtyHour
 from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest, log_chunks_ingest
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
 
@@ -64,7 +64,7 @@ def test_out_of_order_readings_are_all_kept(cluster):
     assert sorted(s.ts.minute for s in GpuSample.objects.all()) == [1, 3, 5]
 
 
-def test_unknown_node_and_gpu_are_rejected_and_the_rest_kept(cluster):
+def test_an_unknown_node_is_discovered_from_its_readings_and_an_unknown_gpu_rejected(cluster):
     result = gpu_readings_ingest(
         cluster=cluster,
         readings=[
@@ -76,12 +76,11 @@ def test_unknown_node_and_gpu_are_rejected_and_the_rest_kept(cluster):
         interval_s=60,
         now=NOW,
     )
-    assert result.stored == 1
-    reasons = sorted(r.reason for r in result.rejected)
-    assert reasons == [
-        "GPU 8 does not exist on gpu-001 (8 GPUs)",
-        "unknown node 'ghost-9' (2 readings): add it to the inventory",
-    ]
+    assert result.stored == 3
+    assert result.discovered == ["ghost-9"]
+    assert [r.reason for r in result.rejected] == ["GPU 8 does not exist on gpu-001 (8 GPUs)"]
+    ghost = Node.objects.get(hostname="ghost-9")
+    assert (ghost.state, ghost.gpu_count) == ("discovered", 2)
 
 
 def test_clock_skew_and_too_old_samples_are_rejected(cluster, settings):
