@@ -121,6 +121,7 @@ def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: T
             _("Allocation rate (%)"),
             _("Utilization (%)"),
             _("Coverage (%)"),
+            _("Allocated GPU-hours, placement unknown"),
         ],
         [
             [
@@ -132,6 +133,7 @@ def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: T
                 percent(d.totals.allocation_rate),
                 percent(d.totals.utilization),
                 percent(d.totals.coverage),
+                round(d.unplaced_gpu_hours, 1),
             ]
             for d in departments
         ],
@@ -182,7 +184,7 @@ def jobs_usage_csv(jobs: list[usage.JobUsage], time_range: TimeRange, code: str)
                 j.job.name,
                 j.job.user_name,
                 j.job.get_state_display(),
-                j.job.gpu_count,
+                j.job.gpus_text,
                 round(j.gpu_hours, 2),
                 round(j.totals.busy_gpu_hours, 2),
                 percent(j.efficiency),
