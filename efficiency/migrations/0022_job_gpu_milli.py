@@ -1,6 +1,7 @@
 """Job.gpu_milli: the share of GPUs a job holds, in thousandths (GPU sharing, MIG slices).
 
-Existing jobs held whole GPUs: filled with gpu_count x 1000 before the column becomes required.
+Existing jobs are filled before the column becomes required: gpu_count x 1000 (whole GPUs), or
+gpu_count x the per-GPU share the CSV import kept in their config snapshot.
 """
 
 from django.db import migrations, models
@@ -8,11 +9,24 @@ from django.db.models import F
 
 
 def whole_gpus(apps, schema_editor):
+    """Whole GPUs for every job, except those the CSV import stored with a per-GPU share in their
+    config snapshot (``config["gpu_milli"]``, 0-1000): those hold gpu_count x that share."""
     Job = apps.get_model("efficiency", "Job")
     Job.objects.update(gpu_milli=F("gpu_count") * 1000)
+    shared = []
+    for job in Job.objects.filter(config__has_key="gpu_milli").only("pk", "gpu_count", "config").iterator():
+        share = job.config.get("gpu_milli")
+        if isinstance(share, int) and not isinstance(share, bool) and 0 <= share < 1000:
+            job.gpu_milli = job.gpu_count * share
+            shared.append(job)
+    Job.objects.bulk_update(shared, ["gpu_milli"], batch_size=1000)
 
 
 class Migration(migrations.Migration):
+    # The fill commits before the column becomes NOT NULL: PostgreSQL refuses to ALTER a table
+    # with the deferred foreign-key checks of the rows just updated still pending.
+    atomic = False
+
     dependencies = [("efficiency", "0020_names_say_what_they_hold")]
 
     operations = [
@@ -21,7 +35,7 @@ class Migration(migrations.Migration):
             name="gpu_milli",
             field=models.PositiveIntegerField(null=True),
         ),
-        migrations.RunPython(whole_gpus, migrations.RunPython.noop),
+        migrations.RunPython(whole_gpus, migrations.RunPython.noop, atomic=True),
         migrations.AlterField(
             model_name="job",
             name="gpu_milli",
