@@ -180,6 +180,7 @@ def test_pages_show_the_share_and_say_placement_unknown(imported, client):
     assert "0.8 placement unknown" in sim[: sim.index("</tr>")]
     assert 'id="job-gpus">0.37</span>' in job
     assert "(a share of 1 GPU)" in job
+    assert 'id="job-placement-unknown">Placement unknown: the scheduler named no node.' in job
     line = next(line for line in listing.splitlines() if line.startswith("openb-pod-2474,"))
     # GPUs 0.37; GPU-hours 0.37 x 2,460 / 3,600 = 0.25283 -> 0.25
     assert ",0.37,0.25," in line
