@@ -609,7 +609,7 @@ class _Replay:
                 rank, version, lane = heappop(candidates)
                 used = lane.used
                 guaranteed = lane.guaranteed
-                wanted = used + gpus_of[rank]
+                wanted = round(used + gpus_of[rank], _GPU_DIGITS)
                 if wanted <= guaranteed:
                     start(rank, lane, candidates, now)
                     continue

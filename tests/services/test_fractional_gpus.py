@@ -164,6 +164,7 @@ def test_pages_show_the_share_and_say_placement_unknown(imported, client):
     with time_machine.travel(NOW + timedelta(hours=1), tick=False):
         client.force_login(UserFactory(role=Role.COMMITTEE))
         department = client.get(f"/departments/sim/jobs/?{RANGE.query()}").content.decode()
+        radar = client.get(f"/departments/radar/?{RANGE.query()}").content.decode()
         overview = client.get(f"/usage/?{RANGE.query()}").content.decode()
         job = client.get(f"/jobs/{Job.objects.get(external_id='openb-pod-2474').pk}/").content.decode()
         response = client.get("/jobs/?department=sim&export=csv")
@@ -178,6 +179,8 @@ def test_pages_show_the_share_and_say_placement_unknown(imported, client):
     sim = overview[overview.index("Department sim</a>") :]
     # sim: 2,997,410 milli-GPU-s = 0.8326 GPU-hours, all of it without placement
     assert "0.8 placement unknown" in sim[: sim.index("</tr>")]
+    # radar: 1,418,607,000 milli-GPU-s = 394.06 GPU-hours, all without placement
+    assert 'id="unplaced-gpu-hours">394 placement unknown</span>' in radar
     assert 'id="job-gpus">0.37</span>' in job
     assert "(a share of 1 GPU)" in job
     assert 'id="job-placement-unknown">Placement unknown: the scheduler named no node.' in job
