@@ -187,3 +187,29 @@ def test_pages_show_the_share_and_say_placement_unknown(imported, client):
     line = next(line for line in listing.splitlines() if line.startswith("openb-pod-2474,"))
     # GPUs 0.37; GPU-hours 0.37 x 2,460 / 3,600 = 0.25283 -> 0.25
     assert ",0.37,0.25," in line
+
+
+def test_the_whole_pod_list_gives_the_gpu_time_shares_of_its_sharing_pods(db, capsys):
+    """Issue 14's figures on all 8,152 pods: counted as whole GPUs the pods held 59,612 GPU-hours
+    (1-GPU pods 87.2%, 8-GPU pods 11.7%); by their shares 51,471 (85.2%, 13.6%), so whole GPUs
+    were 15.8% too many. Running pods count up to the trace's end (2027-02-27T08:09:20Z, their
+    deletion_time). Recomputed apart from the portal, from the CSV cells:
+    sum over scheduled pods of gpus x gpu_milli / 1000 x (end or deletion_time - start_time)."""
+    ClusterFactory(slug="alibaba")
+    for code in DEPARTMENTS:
+        DepartmentFactory(code=code)
+    trace_end = datetime(2027, 2, 27, 8, 9, 20, tzinfo=UTC)
+    with time_machine.travel(trace_end, tick=False):
+        call_command("import_jobs", str(FIXTURES / "alibaba_2023_pods.csv"), "--cluster", "alibaba")
+        by_size: dict[int, float] = {}
+        whole = 0.0
+        for job in Job.objects.filter(started_at__isnull=False).only(
+            "gpu_count", "gpu_milli", "started_at", "ended_at", "state"
+        ):
+            by_size[job.gpu_count] = by_size.get(job.gpu_count, 0.0) + job.gpus * job.run_s / 3600
+            whole += job.gpu_count * job.run_s / 3600
+    total = sum(by_size.values())
+    assert (round(whole), round(total)) == (59_612, 51_471)
+    assert round((whole / total - 1) * 100, 1) == 15.8
+    shares = {size: round(100 * hours / total, 1) for size, hours in by_size.items()}
+    assert (shares[1], shares[8]) == (85.2, 13.6)
