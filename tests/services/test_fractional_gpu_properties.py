@@ -230,3 +230,54 @@ def test_hostile_gpu_shares_from_any_collector_are_rejected_and_the_rest_kept(wo
     assert [r.reason for r in result.rejected] == [reason]
     good = Job.objects.get()
     assert (good.external_id, good.gpus_text, good.gpu_hours) == ("good", "1.5", 1.5)
+
+
+def _record(share: int | None, state=JobState.COMPLETED, **extra) -> JobRecord:
+    fields = {
+        "source": JobSource.CSV,
+        "external_id": "j1",
+        "account": "",
+        "user_name": "u",
+        "name": "n",
+        "state": state,
+        "gpu_count": 1,
+        "gpu_milli": share,
+        "submitted_at": T0 + timedelta(hours=4),
+        "started_at": T0 + timedelta(hours=4),
+        "ended_at": T0 + timedelta(hours=6),
+        "config": {"department_code": "vision"},
+    }
+    fields.update(extra)
+    return JobRecord(**fields)
+
+
+def _vision_gpu_hours(committee) -> float:
+    [vision] = [
+        row
+        for row in usage.department_usage_list(user=committee, time_range=RANGE)
+        if row.department.code == "vision"
+    ]
+    return vision.totals.allocated_gpu_hours
+
+
+def _deliver(cluster, *records) -> None:
+    jobs_ingest(cluster=cluster, source=JobSource.CSV, records=list(records), now=NOW)
+    hours = list(RollupDirtyHour.objects.values_list("hour", flat=True))
+    RollupDirtyHour.objects.all().delete()
+    rollup_hours_compute(cluster=cluster, hours=hours, now=NOW)
+
+
+def test_a_changed_share_recomputes_the_hours_and_a_late_stale_record_changes_nothing(world):
+    cluster, _, committee = world
+    _deliver(cluster, _record(None))  # whole: 1 GPU x 2 h
+    assert _vision_gpu_hours(committee) == pytest.approx(2.0)
+    _deliver(cluster, _record(250))  # the scheduler now says a quarter of it: 0.25 x 2 h
+    assert _vision_gpu_hours(committee) == pytest.approx(0.5)
+    # a pending record of the same job delivered late (out of order) with another share: kept as it was
+    _deliver(cluster, _record(1000, state=JobState.PENDING, started_at=None, ended_at=None))
+    assert Job.objects.get().gpu_milli == 250
+    assert _vision_gpu_hours(committee) == pytest.approx(0.5)
+    # the same record twice in one delivery: the last word wins, stored once
+    _deliver(cluster, _record(500), _record(750))
+    assert (Job.objects.count(), Job.objects.get().gpu_milli) == (1, 750)
+    assert _vision_gpu_hours(committee) == pytest.approx(1.5)
