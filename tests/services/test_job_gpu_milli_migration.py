@@ -3,7 +3,6 @@ per-GPU share the CSV import kept in the config snapshot (``config["gpu_milli"]`
 
 from datetime import UTC, datetime
 
-import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -17,10 +16,7 @@ def migrate(targets):
     return executor.loader.project_state(targets).apps
 
 
-# serialized_rollback: the flush after a transactional test would drop what data migrations
-# wrote (the role groups), and with --reuse-db later runs would miss them.
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_stored_jobs_get_whole_gpus_or_the_share_their_snapshot_kept():
+def test_stored_jobs_get_whole_gpus_or_the_share_their_snapshot_kept(transactional_db):
     graph = MigrationExecutor(connection).loader.graph
     [milli] = [key for key in graph.nodes if key[0] == "efficiency" and key[1].endswith("_job_gpu_milli")]
     before = [parent.key for parent in graph.node_map[milli].parents if parent.key[0] == "efficiency"]
