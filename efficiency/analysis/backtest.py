@@ -58,6 +58,9 @@ from typing import Protocol
 from efficiency.analysis.stats import percentile_sorted
 
 HOUR_S = 3600.0
+# GPU counts are whole or a share in thousandths (GPU sharing): sums of shares are rounded to this
+# many decimals, so that 0.1 + 0.2 GPUs fit where 0.3 are free. Whole counts stay ints.
+_GPU_DIGITS = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,7 @@ class BacktestJob:
 
     queue: str  # department code
     gpu_model: str
-    gpus: int
+    gpus: float  # whole GPUs, or a share of one (0.5: half of a shared GPU)
     submit_s: float  # epoch seconds; before window start means it was already waiting (or running)
     duration_s: float  # run time once started
     # Actual start, used only when before the window start: such a job was already running and
@@ -152,7 +155,7 @@ class JobHistory(Protocol):
 
     department: str
     gpu_model: str
-    gpus: int
+    gpus: float
     submit_s: float
     start_s: float | None
     end_s: float | None
@@ -418,7 +421,7 @@ class _Replay:
                     self.outside += 1
                     continue
                 lane = self.lane(job.queue, job.gpu_model)
-                lane.used += job.gpus
+                lane.used = round(lane.used + job.gpus, _GPU_DIGITS)
                 self.running_count += 1
                 tally = self.tally(job.queue)
                 tally.jobs += 1
@@ -437,7 +440,8 @@ class _Replay:
             queued.append(index)
         for lane in self.lanes.values():
             if lane.used > lane.guaranteed:
-                self.models[lane.model].pool_free -= lane.used - lane.guaranteed
+                state = self.models[lane.model]
+                state.pool_free = round(state.pool_free - (lane.used - lane.guaranteed), _GPU_DIGITS)
 
         queued.sort(key=lambda index: jobs[index].submit_s)  # stable: ties keep input order
         # Everything below works on ranks (position in submit order): the FIFO and head-age order.
@@ -511,10 +515,10 @@ class _Replay:
                 released = used - guaranteed - max(0, used - gpus - guaranteed)
                 if released:
                     state = models[lane.model]
-                    state.pool_free += released
+                    state.pool_free = round(state.pool_free + released, _GPU_DIGITS)
                     state.pool_grew = True
             lane.last_s = now
-            lane.used = used - gpus
+            lane.used = round(used - gpus, _GPU_DIGITS)
             lane.version += 1
             if lane.fifo:
                 heappush(models[lane.model].candidates, (lane.fifo[0], lane.version, lane))
@@ -605,15 +609,17 @@ class _Replay:
                 rank, version, lane = heappop(candidates)
                 used = lane.used
                 guaranteed = lane.guaranteed
-                wanted = used + gpus_of[rank]
+                wanted = round(used + gpus_of[rank], _GPU_DIGITS)
                 if wanted <= guaranteed:
                     start(rank, lane, candidates, now)
                     continue
                 if not borrowing or wanted - guaranteed > lane.limit:
                     continue  # only its own queue freeing GPUs can unblock it
-                extra = wanted - guaranteed - (used - guaranteed if used > guaranteed else 0)
+                extra = round(
+                    wanted - guaranteed - (used - guaranteed if used > guaranteed else 0), _GPU_DIGITS
+                )
                 if extra <= free:
-                    free -= extra
+                    free = round(free - extra, _GPU_DIGITS)
                     start(rank, lane, candidates, now)
                     continue
                 bucket = buckets.get(extra)
@@ -627,7 +633,7 @@ class _Replay:
             rank, _, lane = heappop(best_bucket)
             used = lane.used
             extra = used + gpus_of[rank] - lane.guaranteed - max(0, used - lane.guaranteed)
-            free -= extra
+            free = round(free - extra, _GPU_DIGITS)
             start(rank, lane, candidates, now)
         state.pool_free = free
         state.pool_grew = False
@@ -644,7 +650,7 @@ class _Replay:
         if borrowed > 0:
             lane.borrowed_gpu_s += borrowed * (now - lane.last_s)
         lane.last_s = now
-        lane.used = used + gpus
+        lane.used = round(used + gpus, _GPU_DIGITS)
         lane.version += 1
         lane.fifo.popleft()
         self.started_ranks[rank] = 1

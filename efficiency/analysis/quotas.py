@@ -52,7 +52,7 @@ class GpuInterval:
     """``gpus`` GPUs held or asked for by ``key`` over [begin_s, end_s)."""
 
     key: Key
-    gpus: int
+    gpus: float  # fractions of shared GPUs included
     begin_s: float
     end_s: float
 

@@ -7,6 +7,7 @@ that partial hours, nodes added or retired mid-hour and jobs that start or end m
 exactly.
 """
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -192,6 +193,48 @@ def rollup_node_hour(
         temp_c_max=totals.temp_c_max,
     )
     return NodeHourRollup(node_row, department_rows, job_rows)
+
+
+@dataclass(frozen=True, slots=True)
+class UnplacedHourRow:
+    """GPU-seconds one job held in one hour on nodes nobody recorded (placement unknown)."""
+
+    job_id: int | None
+    department_id: int | None
+    hour: datetime
+    allocated_gpu_s: float
+
+
+def rollup_unplaced_hours(
+    *, hours: Sequence[datetime], allocations: Iterable[Allocation], now: datetime
+) -> list[UnplacedHourRow]:
+    """What jobs without node placement held in each of ``hours`` (UTC, on the hour).
+
+    A job's department, GPUs and run time are enough for allocation by department and cluster:
+    GPUs (fractions included) x the seconds it held them in the hour, a running job up to
+    ``now``. No node row gets any of it, so nothing is scaled to a node's capacity and no busy
+    time is attributed (which node's samples would it be?). Each allocation only visits the
+    hours it overlaps, so a job running for months costs its own hours, not all of them.
+    """
+    hours = sorted(set(hours))
+    rows = []
+    for allocation in allocations:
+        if allocation.gpus <= 0:
+            continue
+        end = allocation.end if allocation.end is not None else now
+        first = bisect.bisect_right(hours, allocation.start - HOUR)
+        for hour in hours[first:]:
+            if hour >= end:
+                break
+            hour_end = min(hour + HOUR, max(now, hour))
+            seconds = overlap_s(hour, hour_end, allocation.start, allocation.end)
+            if seconds > 0:
+                rows.append(
+                    UnplacedHourRow(
+                        allocation.job_id, allocation.department_id, hour, allocation.gpus * seconds
+                    )
+                )
+    return rows
 
 
 class DayPart(NamedTuple):

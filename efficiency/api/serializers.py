@@ -132,6 +132,9 @@ class JobSerializer(ModelSerializer):
     wait_s = serializers.FloatField(read_only=True, allow_null=True)
     duration_s = serializers.FloatField(read_only=True, allow_null=True)
     gpu_hours = serializers.FloatField(read_only=True, allow_null=True)
+    gpus = serializers.FloatField(
+        read_only=True, help_text=_("GPUs held, fractions of shared GPUs included (gpu_milli / 1000).")
+    )
 
     class Meta:
         model = Job
@@ -146,6 +149,8 @@ class JobSerializer(ModelSerializer):
             "name",
             "state",
             "gpu_count",
+            "gpu_milli",
+            "gpus",
             "gpu_model",
             "node_count",
             "submitted_at",

@@ -220,10 +220,16 @@ def _record(cells: Mapping[str, str], default_timezone: tzinfo) -> JobRecord:
     if department:
         config["department_code"] = department
     gpu_milli = _whole_number(cells, "gpu_milli")
+    held_milli = None  # whole GPUs
     if gpu_milli is not None:
         if gpu_milli > 1000:
             raise _BadCell(f"column 'gpu_milli': value {cells['gpu_milli']!r} is more than 1000")
+        if gpu_milli and not gpus:
+            raise _BadCell(
+                f"column 'gpu_milli': value {cells['gpu_milli']!r} for a job without GPUs (gpus is 0)"
+            )
         config["gpu_milli"] = gpu_milli
+        held_milli = gpus * gpu_milli  # thousandths of each of its GPUs
     return JobRecord(
         source="csv",
         external_id=job_id,
@@ -240,6 +246,7 @@ def _record(cells: Mapping[str, str], default_timezone: tzinfo) -> JobRecord:
         node_names=node_names,
         framework=framework,
         config=config,
+        gpu_milli=held_milli,
     )
 
 

@@ -76,6 +76,9 @@ class JobRecord:
     framework: str = "unknown"
     config: Mapping[str, object] = field(default_factory=dict)
     exit_code: str = ""
+    # Thousandths of a GPU held in all (500: half of one shared GPU); None: all of its
+    # ``gpu_count`` GPUs, whole. GPU-hours are counted from this.
+    gpu_milli: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,8 @@ class GpuReading:
 # rejected record with its reason, never a ``DataError`` that fails the whole batch.
 
 MAX_STORED_INT = 2**31 - 1  # PositiveIntegerField is a PostgreSQL ``integer``
+# A job's GPU share is stored in thousandths of a GPU (``Job.gpu_milli``), in the same column type.
+MAX_JOB_GPUS = MAX_STORED_INT // 1000
 EARLIEST_JOB_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 # A pending job's expected start may lie ahead; nothing a scheduler reports lies years ahead.
 MAX_JOB_TIME_AHEAD = timedelta(days=366)
@@ -163,7 +168,8 @@ def job_record_check(record: JobRecord, *, now: datetime) -> RecordCheck:
     """Check a job record against the raw store's column ranges and a sane time window.
 
     Rejected (``record`` is ``None``, ``problem`` says why): an empty or over-long job id, a
-    negative or too large GPU or node count, a time before 1970 or more than a year after ``now``,
+    negative or too large GPU or node count, a GPU share (``gpu_milli``) below 0 or above 1000 per
+    GPU, a time before 1970 or more than a year after ``now``,
     text PostgreSQL cannot hold (NUL, lone surrogates) anywhere in the record or its config.
     Kept with a warning: text fields longer than their column, cut to fit.
     """
@@ -172,9 +178,21 @@ def job_record_check(record: JobRecord, *, now: datetime) -> RecordCheck:
         return RecordCheck(
             None, f"job id is empty or longer than {JOB_TEXT_LIMITS['external_id']} characters"
         )
-    for label, count in (("GPU count", record.gpu_count), ("node count", record.node_count)):
-        if not isinstance(count, int) or not 0 <= count <= MAX_STORED_INT:
-            return RecordCheck(None, f"job {job}: {label} {count!r} is outside 0..{MAX_STORED_INT}")
+    for label, count, most in (
+        ("GPU count", record.gpu_count, MAX_JOB_GPUS),
+        ("node count", record.node_count, MAX_STORED_INT),
+    ):
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= most:
+            return RecordCheck(None, f"job {job}: {label} {count!r} is outside 0..{most}")
+    share = record.gpu_milli
+    if share is not None and (
+        not isinstance(share, int) or isinstance(share, bool) or not 0 <= share <= record.gpu_count * 1000
+    ):
+        return RecordCheck(
+            None,
+            f"job {job}: GPU share {share!r} thousandths is outside 0..{record.gpu_count * 1000} "
+            f"(at most 1000 for each of its {record.gpu_count} GPUs)",
+        )
     latest = now + MAX_JOB_TIME_AHEAD
     for label, moment in (
         ("submit time", record.submitted_at),

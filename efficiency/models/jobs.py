@@ -11,8 +11,26 @@ from django.utils.translation import gettext_lazy as _
 from efficiency.choices import Framework, JobSource, JobState
 from efficiency.models.inventory import Cluster, Department, Node
 
+MILLI_PER_GPU = 1000
+
+
+def gpus_text(gpu_milli: int) -> str:
+    """Thousandths of GPUs as a number of GPUs, without trailing zeros: 8000 → "8", 500 → "0.5"."""
+    whole, rest = divmod(gpu_milli, MILLI_PER_GPU)
+    if not rest:
+        return str(whole)
+    return f"{whole}.{rest:03d}".rstrip("0")
+
 
 class JobQuerySet(models.QuerySet):
+    def bulk_create(self, objs, *args, **kwargs):
+        """As Django's, with a job's GPU share filled from its whole GPUs where none was given."""
+        objs = list(objs)
+        for job in objs:
+            if job.gpu_milli is None:
+                job.gpu_milli = job.gpu_count * MILLI_PER_GPU
+        return super().bulk_create(objs, *args, **kwargs)
+
     def for_departments(self, department_ids: Iterable[int]) -> "JobQuerySet":
         return self.filter(department_id__in=list(department_ids))
 
@@ -48,7 +66,16 @@ class Job(models.Model):
     user_name = models.CharField(_("user"), max_length=150, blank=True)
     name = models.CharField(_("name"), max_length=500, blank=True)
     state = models.CharField(_("state"), max_length=20, choices=JobState.choices)
-    gpu_count = models.PositiveIntegerField(_("GPUs"), default=0)
+    gpu_count = models.PositiveIntegerField(
+        _("GPUs"), default=0, help_text=_("Whole GPUs the job touches, as the scheduler reports them.")
+    )
+    gpu_milli = models.PositiveIntegerField(
+        _("GPU share (thousandths)"),
+        help_text=_(
+            "Thousandths of a GPU the job holds in all: 1000 per whole GPU, 500 for half of a "
+            "shared GPU. GPU-hours and allocation are counted from this."
+        ),
+    )
     gpu_model = models.CharField(_("GPU model"), max_length=100, blank=True)
     node_count = models.PositiveIntegerField(_("nodes"), default=0)
     nodes = models.ManyToManyField(Node, verbose_name=_("nodes"), related_name="jobs", blank=True)
@@ -80,6 +107,28 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.external_id} {self.name}".strip()
+
+    def save(self, *args, **kwargs) -> None:
+        if self.gpu_milli is None:
+            self.gpu_milli = self.gpu_count * MILLI_PER_GPU
+        super().save(*args, **kwargs)
+
+    @property
+    def gpus(self) -> float:
+        """GPUs held, fractions included (0.5 for half of a shared GPU)."""
+        return (
+            self.gpu_milli if self.gpu_milli is not None else self.gpu_count * MILLI_PER_GPU
+        ) / MILLI_PER_GPU
+
+    @property
+    def gpus_text(self) -> str:
+        """GPUs as a page shows them: "8", "0.5", "0.46"."""
+        return gpus_text(self.gpu_milli if self.gpu_milli is not None else self.gpu_count * MILLI_PER_GPU)
+
+    @property
+    def is_shared(self) -> bool:
+        """Holds less than all of the GPUs it touches (GPU sharing, a MIG slice)."""
+        return self.gpus < self.gpu_count
 
     @property
     def is_waiting(self) -> bool:
@@ -123,4 +172,4 @@ class Job(models.Model):
     @property
     def gpu_hours(self) -> float | None:
         duration_s = self.duration_s
-        return None if duration_s is None else self.gpu_count * duration_s / 3600
+        return None if duration_s is None else self.gpus * duration_s / 3600

@@ -28,6 +28,7 @@ from efficiency.analysis.quotas import Key, resolve_gpu_model
 from efficiency.analysis.stats import percentile
 from efficiency.choices import JobState, NodeState
 from efficiency.models import Cluster, Department, Job, Node, Quota
+from efficiency.models.jobs import MILLI_PER_GPU
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus, quota_cycle_in_force
 from efficiency.timeranges import TimeRange
@@ -58,7 +59,7 @@ class Queue:
 class _ClusterLimits:
     """Guarantees, borrowing limits and use per (department code, GPU model) in one cluster now."""
 
-    def __init__(self, cluster: Cluster, *, now: datetime, running: list[tuple[str, str, int]]):
+    def __init__(self, cluster: Cluster, *, now: datetime, running: list[tuple[str, str, float]]):
         capacity = cluster_capacity(cluster=cluster)
         owned = owned_gpus(cluster=cluster)
         # As quota planning resolves a job's model: a blank or unknown one is its department's
@@ -134,16 +135,16 @@ def queue_summary(
     if not pending:
         return Queue()
     cluster_ids = {job.cluster_id for job in pending}
-    running: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
+    running: dict[int, list[tuple[str, str, float]]] = defaultdict(list)
     # Every department's running jobs, not only the user's: the shared pool is shared. Only the
-    # free GPUs that result are shown.
-    for cluster_id, code, model, gpus in (
+    # free GPUs that result are shown. What a job holds is its GPU share (0.5: half of a shared GPU).
+    for cluster_id, code, model, milli in (
         Job.objects.filter(state=JobState.RUNNING, cluster_id__in=cluster_ids)
         .values_list("cluster_id", "department__code", "gpu_model")
-        .annotate(gpus=Sum("gpu_count"))
+        .annotate(milli=Sum("gpu_milli"))
         .order_by()
     ):
-        running[cluster_id].append((code or "", model, gpus or 0))
+        running[cluster_id].append((code or "", model, (milli or 0) / MILLI_PER_GPU))
     clusters = {
         cluster.pk: _ClusterLimits(cluster, now=now, running=running[cluster.pk])
         for cluster in Cluster.objects.filter(pk__in=cluster_ids)
@@ -156,7 +157,7 @@ def queue_summary(
         if key not in limits:
             limits[key] = cluster.limits(code, key[2])
         reason = job.config.get("pending_reason") if isinstance(job.config, dict) else None
-        entries.append(PendingJob(key, job.gpu_count, str(reason or "")))
+        entries.append(PendingJob(key, job.gpus, str(reason or "")))
     queued = [
         QueuedJob(
             job=job,

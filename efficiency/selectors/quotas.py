@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from efficiency.analysis.quotas import GpuInterval, Key, hourly_mean_gpus, resolve_gpu_model, shared_pool_gpus
@@ -27,6 +27,7 @@ from efficiency.models import (
     QuotaEvent,
     QuotaObjection,
 )
+from efficiency.models.jobs import MILLI_PER_GPU
 from efficiency.permissions import headed_departments
 from efficiency.scoping import User, scope_queryset
 
@@ -37,7 +38,7 @@ class JobRow:
 
     department: str
     gpu_model: str
-    gpus: int
+    gpus: float  # the job's GPU share: 0.5 for half of a shared GPU
     submit_s: float
     start_s: float | None
     end_s: float | None
@@ -88,28 +89,30 @@ def quota_job_rows(*, cluster: Cluster, start: datetime, end: datetime) -> list[
     for (code, model), _gpus in sorted(owned_gpus(cluster=cluster).items(), key=lambda kv: kv[1]):
         department_model[code] = model  # the biggest last
     jobs = (
-        Job.objects.filter(cluster=cluster, submitted_at__lt=end, gpu_count__gt=0)
+        Job.objects.filter(cluster=cluster, submitted_at__lt=end, gpu_milli__gt=0)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
         .values_list(
-            "id", "department__code", "gpu_model", "gpu_count", "submitted_at", "started_at", "ended_at"
+            "id", "department__code", "gpu_model", "gpu_milli", "submitted_at", "started_at", "ended_at"
         )
     )
     busy = {
         row["job_id"]: row["busy"] / row["allocated"]
         for row in JobHour.objects.filter(job__cluster=cluster, hour__gte=start, hour__lt=end)
+        # without node placement no samples say how busy a job was: unknown, not idle
+        .filter(Exists(Job.nodes.through.objects.filter(job_id=OuterRef("job_id"))))
         .values("job_id")
         .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
         .order_by()
         if row["allocated"]
     }
     rows = []
-    for job_id, code, model, gpus, submitted, started, ended in jobs.iterator(chunk_size=5000):
+    for job_id, code, model, milli, submitted, started, ended in jobs.iterator(chunk_size=5000):
         code = code or ""
         rows.append(
             JobRow(
                 department=code,
                 gpu_model=resolve_gpu_model(model, models, department_model.get(code, cluster_model)),
-                gpus=gpus,
+                gpus=milli / MILLI_PER_GPU,
                 submit_s=submitted.timestamp(),
                 start_s=started.timestamp() if started else None,
                 end_s=ended.timestamp() if ended else None,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
+from django.db.models import Avg, Count, Exists, F, FloatField, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
@@ -120,6 +120,13 @@ def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoin
 class DepartmentUsage:
     department: Department
     totals: UsageTotals
+    # Of the allocated GPU-seconds, those of jobs whose nodes nobody recorded (imported history,
+    # a scheduler that does not say): they count for the department, on no node.
+    unplaced_gpu_s: float = 0.0
+
+    @property
+    def unplaced_gpu_hours(self) -> float:
+        return self.unplaced_gpu_s / 3600
 
 
 def _department_hours(user: User, time_range: TimeRange) -> QuerySet[ScopeHour]:
@@ -134,8 +141,32 @@ def department_usage_list(*, user: User, time_range: TimeRange) -> list[Departme
         row["department"]: _totals(row)
         for row in _department_hours(user, time_range).values("department").annotate(**_NODE_SUMS).order_by()
     }
+    unplaced = unplaced_allocation(user=user, time_range=time_range)
     departments = scope_queryset(Department.objects.all(), user)
-    return [DepartmentUsage(department, sums.get(department.pk, UsageTotals())) for department in departments]
+    return [
+        DepartmentUsage(department, sums.get(department.pk, UsageTotals()), unplaced.get(department.pk, 0.0))
+        for department in departments
+    ]
+
+
+def _unplaced_job_hours(user: User, time_range: TimeRange) -> QuerySet[JobHour]:
+    """Hours of jobs without node placement: linked to no node at all."""
+    placed = Job.nodes.through.objects.filter(job_id=OuterRef("job_id"))
+    return scope_queryset(
+        JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user
+    ).filter(~Exists(placed))
+
+
+def unplaced_allocation(*, user: User, time_range: TimeRange) -> dict[int | None, float]:
+    """Allocated GPU-seconds of jobs without node placement, per department (``None``: jobs of
+    no known department). Node-level figures leave these out: their placement is unknown."""
+    return {
+        row["department"]: row["allocated"] or 0.0
+        for row in _unplaced_job_hours(user, time_range)
+        .values("department")
+        .annotate(allocated=Sum("allocated_gpu_s"))
+        .order_by()
+    }
 
 
 def department_usage(*, user: User, department: Department, time_range: TimeRange) -> UsageTotals:
@@ -246,6 +277,7 @@ def _heatmap(cells, *, block_hours: int) -> Heatmap:
 class JobUsage:
     job: Job
     totals: UsageTotals  # allocated and busy of this job within the range
+    placed: bool = True  # False: no node recorded, so no samples say how busy its GPUs were
 
     @property
     def gpu_hours(self) -> float:
@@ -253,8 +285,8 @@ class JobUsage:
 
     @property
     def efficiency(self) -> float | None:
-        """Busy share of what the job held (its utilization)."""
-        if self.totals.allocated_gpu_s <= 0:
+        """Busy share of what the job held (its utilization); unknown without its nodes."""
+        if self.totals.allocated_gpu_s <= 0 or not self.placed:
             return None
         return min(self.totals.busy_gpu_s / self.totals.allocated_gpu_s, 1.0)
 
@@ -274,11 +306,17 @@ def job_usage_list(
     if limit is not None:
         sums = sums[:limit]
     sums = list(sums)
-    jobs = Job.objects.select_related("department", "cluster").in_bulk([row["job"] for row in sums])
+    placed = Job.nodes.through.objects.filter(job_id=OuterRef("pk"))
+    jobs = (
+        Job.objects.select_related("department", "cluster")
+        .annotate(placed=Exists(placed))
+        .in_bulk([row["job"] for row in sums])
+    )
     return [
         JobUsage(
             jobs[row["job"]],
             UsageTotals(allocated_gpu_s=row["allocated"] or 0.0, busy_gpu_s=row["busy"] or 0.0),
+            jobs[row["job"]].placed,
         )
         for row in sums
         if row["job"] in jobs
@@ -310,7 +348,11 @@ def _idle_hours(
     hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
     if department is not None:
         hours = hours.filter(department=department)
-    return hours.filter(allocated_gpu_s__gt=0, busy_gpu_s__lt=F("allocated_gpu_s") * (idle_below_pct / 100.0))
+    # A job without node placement has no samples: its busy time is unknown, not idle.
+    placed = Job.nodes.through.objects.filter(job_id=OuterRef("job_id"))
+    return hours.filter(
+        Exists(placed), allocated_gpu_s__gt=0, busy_gpu_s__lt=F("allocated_gpu_s") * (idle_below_pct / 100.0)
+    )
 
 
 def idle_allocation_list(

@@ -37,6 +37,7 @@ from efficiency.models import (
     LogChunk,
     RollupDirtyHour,
 )
+from efficiency.models.jobs import MILLI_PER_GPU
 from efficiency.redaction import config_redact
 from efficiency.services.discovery import nodes_discover, nodes_seen_mark
 
@@ -318,7 +319,7 @@ _MAPPING_KIND = {
     SourceKind.SLURM: [MappingKind.SLURM_ACCOUNT],
     SourceKind.KUBERNETES: [MappingKind.K8S_NAMESPACE],
 }
-_ALLOCATION_FIELDS = ("department_id", "gpu_count", "node_count", "started_at", "ended_at")
+_ALLOCATION_FIELDS = ("department_id", "gpu_count", "gpu_milli", "node_count", "started_at", "ended_at")
 _JOB_FIELDS = (
     "department_id",
     "account",
@@ -326,6 +327,7 @@ _JOB_FIELDS = (
     "name",
     "state",
     "gpu_count",
+    "gpu_milli",
     "gpu_model",
     "node_count",
     "submitted_at",
@@ -369,7 +371,10 @@ def jobs_ingest(
       account / namespace; an unmapped job is stored without one and reported as a warning;
     - a finished job is never turned back into a pending or running one by an older record
       arriving late;
-    - nodes are linked by hostname; unknown hostnames are reported as warnings;
+    - a job's GPU share (``gpu_milli``, thousandths of a GPU) is what its GPU-hours count; a
+      record without one holds its ``gpu_count`` GPUs whole;
+    - nodes are linked by hostname; unknown hostnames are reported as warnings; a job without
+      nodes still counts for its department and cluster (placement unknown);
     - the config snapshot is stored with its secrets redacted (``efficiency.redaction``);
     - a record the raw store cannot hold (``job_record_check``: a GPU count past the column's
       range, a date in year 9999, ...) is rejected with its reason and the rest is stored; text
@@ -426,6 +431,7 @@ def jobs_ingest(
             "name": record.name,
             "state": record.state,
             "gpu_count": record.gpu_count,
+            "gpu_milli": record.gpu_count * MILLI_PER_GPU if record.gpu_milli is None else record.gpu_milli,
             "gpu_model": record.gpu_model,
             "node_count": record.node_count or len(record.node_names),
             "submitted_at": record.submitted_at,

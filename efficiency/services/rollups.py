@@ -34,8 +34,10 @@ from efficiency.analysis.rollup import (
     NodeDayRow,
     NodeWindow,
     SampleTotals,
+    UnplacedHourRow,
     rollup_node_days,
     rollup_node_hour,
+    rollup_unplaced_hours,
 )
 from efficiency.days import day_bounds, day_of, days_covering
 from efficiency.models import (
@@ -52,6 +54,7 @@ from efficiency.models import (
     ScopeHour,
     SourceRun,
 )
+from efficiency.models.jobs import MILLI_PER_GPU
 from efficiency.times import portal_day_zone
 
 logger = logging.getLogger(__name__)
@@ -114,7 +117,8 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone:
         )
     ]
     totals = _sample_totals([w.node_id for w in windows], first, last)
-    allocations = _allocations(cluster, first, last)
+    allocations, unplaced_allocations = _allocations(cluster, first, last)
+    unplaced = rollup_unplaced_hours(hours=hours, allocations=unplaced_allocations, now=now)
     hour_set = set(hours)
     node_rows, department_rows = [], []
     job_totals: dict[tuple[int, datetime], list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -135,10 +139,13 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone:
                 continue  # not in service and nothing seen: no row
             node_rows.append(NodeHour(cluster=cluster, **_fields(node_row)))
             department_rows.extend(DepartmentHour(**_fields(row)) for row in departments)
+    for row in unplaced:  # placement unknown: counts for the job, its department and cluster
+        job_totals[(row.job_id, row.hour)][0] += row.allocated_gpu_s
     departments_of = {
         allocation.job_id: allocation.department_id
-        for node_allocations in allocations.values()
-        for allocation in node_allocations
+        for allocation in itertools.chain(
+            itertools.chain.from_iterable(allocations.values()), unplaced_allocations
+        )
     }
     job_rows = [
         JobHour(
@@ -159,14 +166,20 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone:
         NodeHour.objects.bulk_create(node_rows, batch_size=2000)
         DepartmentHour.objects.bulk_create(department_rows, batch_size=2000)
         JobHour.objects.bulk_create(job_rows, batch_size=2000)
-        ScopeHour.objects.bulk_create(_scope_rows(cluster, node_rows, department_rows), batch_size=2000)
+        ScopeHour.objects.bulk_create(
+            _scope_rows(cluster, node_rows, department_rows, unplaced), batch_size=2000
+        )
         _node_days_refresh(cluster, node_ids, hours, zone)
 
 
 def _scope_rows(
-    cluster: Cluster, node_rows: list[NodeHour], department_rows: list[DepartmentHour]
+    cluster: Cluster,
+    node_rows: list[NodeHour],
+    department_rows: list[DepartmentHour],
+    unplaced: list[UnplacedHourRow] = (),
 ) -> list[ScopeHour]:
-    """Cluster totals and per-department totals of each hour (see ScopeHour)."""
+    """Cluster totals and per-department totals of each hour (see ScopeHour); what jobs
+    without node placement held counts as allocated for the cluster and their department."""
     sums: dict[tuple[datetime, int | None], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for row in node_rows:
         whole = sums[(row.hour, None)]
@@ -182,6 +195,10 @@ def _scope_rows(
         used = sums[(row.hour, row.department_id)]
         used[1] += row.allocated_gpu_s
         used[3] += row.busy_gpu_s
+    for row in unplaced:
+        sums[(row.hour, None)][1] += row.allocated_gpu_s
+        if row.department_id is not None:
+            sums[(row.hour, row.department_id)][1] += row.allocated_gpu_s
     return [
         ScopeHour(
             cluster=cluster,
@@ -334,14 +351,18 @@ def _sample_totals(
     }
 
 
-def _allocations(cluster: Cluster, start: datetime, end: datetime) -> dict[int, list[Allocation]]:
-    """GPUs each job held on each of its nodes (spread evenly over its nodes)."""
+def _allocations(
+    cluster: Cluster, start: datetime, end: datetime
+) -> tuple[dict[int, list[Allocation]], list[Allocation]]:
+    """GPUs each job held on each of its nodes (spread evenly over its nodes), and the jobs
+    whose nodes nobody recorded (placement unknown). A job's GPUs are its GPU share
+    (``gpu_milli`` / 1000): half of a shared GPU holds 0.5."""
     jobs = {
-        pk: (department_id, gpus, started, ended)
-        for pk, department_id, gpus, started, ended in Job.objects.filter(cluster=cluster)
+        pk: (department_id, milli / MILLI_PER_GPU, started, ended)
+        for pk, department_id, milli, started, ended in Job.objects.filter(cluster=cluster)
         .between(start, end)
-        .filter(gpu_count__gt=0)
-        .values_list("pk", "department_id", "gpu_count", "started_at", "ended_at")
+        .filter(gpu_milli__gt=0)
+        .values_list("pk", "department_id", "gpu_milli", "started_at", "ended_at")
     }
     nodes_of: dict[int, list[int]] = defaultdict(list)
     for job_id, node_id in Job.nodes.through.objects.filter(job_id__in=list(jobs)).values_list(
@@ -349,11 +370,15 @@ def _allocations(cluster: Cluster, start: datetime, end: datetime) -> dict[int, 
     ):
         nodes_of[job_id].append(node_id)
     by_node: dict[int, list[Allocation]] = defaultdict(list)
-    for job_id, node_ids in nodes_of.items():
-        department_id, gpus, started, ended = jobs[job_id]
+    unplaced: list[Allocation] = []
+    for job_id, (department_id, gpus, started, ended) in jobs.items():
+        node_ids = nodes_of.get(job_id)
+        if not node_ids:
+            unplaced.append(Allocation(department_id, gpus, started, ended, job_id))
+            continue
         for node_id in node_ids:
             by_node[node_id].append(Allocation(department_id, gpus / len(node_ids), started, ended, job_id))
-    return by_node
+    return by_node, unplaced
 
 
 def retention_prune(*, now: datetime | None = None) -> dict[str, int]:

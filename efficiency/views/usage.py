@@ -121,6 +121,7 @@ def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: T
             _("Allocation rate (%)"),
             _("Utilization (%)"),
             _("Coverage (%)"),
+            _("Allocated GPU-hours, placement unknown"),
         ],
         [
             [
@@ -132,6 +133,7 @@ def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: T
                 percent(d.totals.allocation_rate),
                 percent(d.totals.utilization),
                 percent(d.totals.coverage),
+                round(d.unplaced_gpu_hours, 1),
             ]
             for d in departments
         ],
@@ -146,8 +148,10 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
     points = usage.department_usage_series(user=user, department=department, time_range=time_range)
     hours = time_range.bucket_seconds / 3600
     times = local_times(p.time for p in points)
+    unplaced = usage.unplaced_allocation(user=user, time_range=time_range).get(department.pk, 0.0)
     return {
         **usage_cards_context(totals, previous),
+        "unplaced_gpu_hours": unplaced / 3600,  # of the allocated: jobs without node placement
         "gpu_hours_figure": charts.gpu_hours_figure(
             times,
             [round(p.totals.available_gpu_hours, 1) for p in points],
@@ -182,7 +186,7 @@ def jobs_usage_csv(jobs: list[usage.JobUsage], time_range: TimeRange, code: str)
                 j.job.name,
                 j.job.user_name,
                 j.job.get_state_display(),
-                j.job.gpu_count,
+                j.job.gpus_text,
                 round(j.gpu_hours, 2),
                 round(j.totals.busy_gpu_hours, 2),
                 percent(j.efficiency),

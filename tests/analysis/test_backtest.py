@@ -538,3 +538,15 @@ def test_each_queue_starts_its_jobs_in_submit_order(scenario):
             assert waiting == sorted(waiting)  # once one waits, all behind it wait
             times = [s for s in started if s is not None]
             assert times == sorted(times)
+
+
+def test_shared_gpu_shares_that_fill_the_pool_exactly_all_start():
+    # One GPU, all of it in the shared pool. Shares of 0.449, 0.334 and 0.217 GPU (GPU-sharing
+    # pods) fill it exactly: all three start at once. In floating point what is left after the
+    # first two comes out below 0.217, so without rounding the last would wait 2 h for the first.
+    jobs = [job("a", 0.449, 0, 2), job("a", 0.334, 0, 2), job("a", 0.217, 0, 2)]
+    result = run(jobs, policy({"a": 0}, capacity=1), 4)
+    assert started_h(result) == [0, 0, 0]
+    # allocated: (0.449 + 0.334 + 0.217) GPU x 2 h = 2 GPU-hours, all of it borrowed from the pool
+    assert result.allocated_gpu_s / H == pytest.approx(2.0)
+    assert result.queues["a"].borrowed_gpu_hours == pytest.approx(2.0)

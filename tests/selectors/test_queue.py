@@ -92,7 +92,7 @@ def test_a_borrowing_limit_in_force_makes_it_a_quota_wait(cluster_now):
 def test_within_quota_with_gpus_free_the_job_is_just_queued(cluster_now):
     org, now = cluster_now
     approve_cycle(org, now, {org.dept_a: (20, None), org.dept_b: (4, None)})
-    Job.objects.filter(department=org.dept_b, state=JobState.RUNNING).update(gpu_count=12)
+    Job.objects.filter(department=org.dept_b, state=JobState.RUNNING).update(gpu_count=12, gpu_milli=12_000)
     # Pool = 32 - 24 = 8, all borrowed by radar (12 - 4); vision still has 20 - 16 = 4 of its
     # own guarantee, and 32 - 28 = 4 GPUs are unheld: a 4-GPU job fits, an 8-GPU one does not.
     small = pending(org, now, waited_h=3, gpus=4)
@@ -172,7 +172,7 @@ def test_wait_percentiles_are_over_jobs_started_in_the_range(org):
 def test_gpus_on_isolated_nodes_are_not_free(cluster_now):
     org, now = cluster_now
     # Radar gives back what it borrowed: the shared pool node is free on paper, but isolated.
-    Job.objects.filter(department=org.dept_b, state=JobState.RUNNING).update(gpu_count=8)
+    Job.objects.filter(department=org.dept_b, state=JobState.RUNNING).update(gpu_count=8, gpu_milli=8_000)
     Node.objects.filter(hostname="gpu-pool1").update(state=NodeState.ISOLATED)
     pending(org, now, waited_h=1)
     (queued,) = queue_summary(user=org.head_a, now=now).jobs
@@ -180,3 +180,19 @@ def test_gpus_on_isolated_nodes_are_not_free(cluster_now):
     Node.objects.filter(hostname="gpu-pool1").update(state=NodeState.ACTIVE)
     (queued,) = queue_summary(user=org.head_a, now=now).jobs
     assert (queued.reason, queued.limits.free_gpus) == (QUEUED, 8)
+
+
+def test_shared_gpus_count_by_their_share_in_the_queue(cluster_now):
+    org, now = cluster_now
+    approve_cycle(org, now, {org.dept_a: (16, None), org.dept_b: (8, None)})
+    # Radar runs 15.5 GPUs instead of 16: 15 whole and one pod on half of a shared GPU, so
+    # 32 - 16 - 15.5 = 0.5 GPU is unheld. A pending pod asking for 0.46 of a GPU fits it; counted
+    # as a whole GPU it would wait for capacity.
+    Job.objects.filter(department=org.dept_b, state=JobState.RUNNING).update(gpu_count=15, gpu_milli=15_000)
+    JobFactory(department=org.dept_b, cluster=org.cluster, gpu_count=1, gpu_milli=500, gpu_model="")
+    shared = pending(org, now, waited_h=2, gpus=1, gpu_milli=460)
+    whole = pending(org, now, waited_h=1, gpus=1)
+    jobs = {q.job: q for q in queue_summary(user=org.head_a, now=now).jobs}
+    assert (jobs[shared].reason, jobs[shared].limits.free_gpus) == (QUEUED, 0.5)
+    # behind it 0.5 - 0.46 = 0.04 GPU is left: the whole GPU waits for capacity
+    assert (jobs[whole].reason, jobs[whole].ahead_gpus) == (CAPACITY, pytest.approx(0.46))

