@@ -84,7 +84,7 @@ class JobFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(label=_("Search"), method="search")
     cluster = ModelChoiceFilter(label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug")
     department = ModelChoiceFilter(label=_("Department"), queryset=_visible_departments, to_field_name="code")
-    state = django_filters.MultipleChoiceFilter(label=_("State"), choices=JobState.choices)
+    state = django_filters.MultipleChoiceFilter(label=_("State"), choices=JobState.choices, method="in_state")
     source = django_filters.ChoiceFilter(label=_("Source"), choices=JobSource.choices)
     user = django_filters.CharFilter(label=_("User"), field_name="user_name")
     submitted_after = IsoDateTimeFilter(
@@ -111,6 +111,16 @@ class JobFilter(django_filters.FilterSet):
 
     def search(self, queryset, name, value):
         return queryset.filter(Q(name__icontains=value) | Q(external_id__icontains=value))
+
+    def in_state(self, queryset, name, value):
+        """Jobs in one of the states; a pending or running job with an end time has ended."""
+        if not value:
+            return queryset
+        still_open = {JobState.PENDING, JobState.RUNNING}
+        return queryset.filter(
+            Q(state__in=[state for state in value if state not in still_open])
+            | Q(state__in=[state for state in value if state in still_open], ended_at__isnull=True)
+        )
 
 
 class IncidentFilter(django_filters.FilterSet):

@@ -44,11 +44,14 @@ def home_summary(*, user: User) -> HomeSummary:
         gpus=Sum("gpu_count", default=0),
         shared=Sum("gpu_count", filter=Q(owner_department__isnull=True), default=0),
     )
+    # A job with an end time has ended, whatever state a source left on it.
+    running_now = Q(state=JobState.RUNNING, ended_at__isnull=True)
+    pending_now = Q(state=JobState.PENDING, ended_at__isnull=True)
     job_totals = scope_queryset(Job.objects.all(), user).aggregate(
-        running=Count("pk", filter=Q(state=JobState.RUNNING)),
-        running_gpus=Sum("gpu_count", filter=Q(state=JobState.RUNNING), default=0),
-        pending=Count("pk", filter=Q(state=JobState.PENDING)),
-        pending_gpus=Sum("gpu_count", filter=Q(state=JobState.PENDING), default=0),
+        running=Count("pk", filter=running_now),
+        running_gpus=Sum("gpu_count", filter=running_now, default=0),
+        pending=Count("pk", filter=pending_now),
+        pending_gpus=Sum("gpu_count", filter=pending_now, default=0),
     )
     return HomeSummary(
         department_count=scope_queryset(Department.objects.active(), user).count(),

@@ -24,7 +24,9 @@ def department_list(*, user: User) -> QuerySet[Department]:
         .values("owner_department")
     )
     running = (
-        Job.objects.filter(department=OuterRef("pk"), state=JobState.RUNNING).order_by().values("department")
+        Job.objects.filter(department=OuterRef("pk"), state=JobState.RUNNING, ended_at__isnull=True)
+        .order_by()
+        .values("department")
     )
     return scope_queryset(Department.objects.all(), user).annotate(
         node_count=Coalesce(
