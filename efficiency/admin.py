@@ -225,7 +225,7 @@ def _literal_secrets_warn(request, kind: str, config) -> None:
         messages.warning(
             request,
             _(
-                "%(keys)s: the secret is written into the configuration, so it is stored in the "
+                "The secret in %(keys)s is written into the configuration, so it is stored in the "
                 'database and its history. Set it in the workers\' environment and write {"env": '
                 '"NAME"} instead.'
             )
