@@ -143,3 +143,21 @@ def test_a_webhook_secret_is_masked_kept_and_its_config_checked(client, org, pla
     response = client.post(change, data)
     assert response.status_code == 200
     assert "&#x27;timeout_s&#x27;" in response.content.decode()
+
+
+def test_a_staff_member_who_may_only_view_sees_the_masked_configuration(client, org):
+    from django.contrib.auth.models import Permission
+
+    source = DataSource.objects.create(
+        cluster=org.cluster,
+        kind=SourceKind.PROMETHEUS,
+        name="prom",
+        config={"base_url": "http://prom:9090", "auth_header": SECRET},
+    )
+    viewer = UserFactory(username="viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_datasource"))
+    client.force_login(viewer)
+    page = client.get(reverse("admin:efficiency_datasource_change", args=[source.pk]))
+    assert page.status_code == 200
+    assert SECRET not in page.content.decode()
+    assert MASK in page.content.decode()
