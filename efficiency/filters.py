@@ -2,6 +2,7 @@
 
 import django_filters
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.choices import FaultCategory, IncidentStatus, JobSource, JobState, NodeState
@@ -113,13 +114,14 @@ class JobFilter(django_filters.FilterSet):
         return queryset.filter(Q(name__icontains=value) | Q(external_id__icontains=value))
 
     def in_state(self, queryset, name, value):
-        """Jobs in one of the states; a pending or running job with an end time has ended."""
+        """Jobs in one of the states; a pending or running job whose end time has passed has ended."""
         if not value:
             return queryset
         still_open = {JobState.PENDING, JobState.RUNNING}
+        not_ended = Q(ended_at__isnull=True) | Q(ended_at__gt=timezone.now())
         return queryset.filter(
             Q(state__in=[state for state in value if state not in still_open])
-            | Q(state__in=[state for state in value if state in still_open], ended_at__isnull=True)
+            | (Q(state__in=[state for state in value if state in still_open]) & not_ended)
         )
 
 

@@ -334,13 +334,19 @@ def _unresolved_warning(reason: tuple[str, str], count: int) -> str:
 _ENDED_STATE = {True: JobState.COMPLETED, False: JobState.CANCELLED}  # keyed by "it started"
 
 
-def _ended_record(record: JobRecord) -> JobRecord:
-    """``record`` with a finished state when it has an end time but a pending or running state.
+def _ended_record(record: JobRecord, now: datetime) -> JobRecord:
+    """``record`` with a finished state when it ended (an end time up to ``now``) but reports a
+    pending or running state.
 
     A job that started is stored as completed and one that never started as cancelled; the
-    reported state is kept in the config snapshot as ``reported_state``.
+    reported state is kept in the config snapshot as ``reported_state``. An end time still to
+    come is a running job's expected end: it stays running until then.
     """
-    if record.ended_at is None or record.state not in (JobState.RUNNING, JobState.PENDING):
+    if (
+        record.ended_at is None
+        or record.ended_at > now
+        or record.state not in (JobState.RUNNING, JobState.PENDING)
+    ):
         return record
     config = {**record.config, "reported_state": record.state}
     return replace(record, state=_ENDED_STATE[record.started_at is not None], config=config)
@@ -374,7 +380,7 @@ def jobs_ingest(
             result.reject(check.problem, record.external_id)
             continue
         result.warnings.extend(Rejected(reason=warning) for warning in check.warnings)
-        ended = _ended_record(check.record)
+        ended = _ended_record(check.record, now)
         if ended is not check.record:
             ended_but_open[check.record.state] += 1
         checked.append(ended)

@@ -10,6 +10,7 @@ from efficiency.choices import JobSource, JobState, RunStatus, SourceKind
 from efficiency.collectors.records import JobRecord
 from efficiency.models import Job
 from efficiency.selectors.home import home_summary
+from efficiency.selectors.inventory import department_list
 from efficiency.services.ingest import jobs_ingest
 from efficiency.services.sources import jobs_csv_import
 from tests.factories import ClusterFactory, DataSourceFactory, JobFactory
@@ -72,12 +73,14 @@ def test_a_job_with_no_account_and_no_code_says_so(db):
 
 @pytest.fixture
 def ended_trace(org):
-    """A trace cut off months ago: two rows still say running, one pending, all with end times."""
+    """A trace cut off months ago: two rows still say running, one pending, all with end times;
+    two jobs run now, one with an expected end later today."""
     text = HEADER + (
         "r1,vision,,ann,a,8,1,2026-06-01T00:00:00Z,2026-06-01T00:10:00Z,2026-06-02T00:00:00Z,running\n"
         "r2,vision,,ann,b,2,1,2026-06-01T00:00:00Z,2026-06-01T00:10:00Z,2026-06-01T05:00:00Z,running\n"
         "p1,vision,,ann,c,4,1,2026-06-01T00:00:00Z,,2026-06-01T02:00:00Z,pending\n"
         "r3,vision,,ann,d,1,1,2026-11-20T10:00:00Z,2026-11-20T10:00:00Z,,running\n"
+        "r4,vision,,ann,e,1,1,2026-11-20T10:00:00Z,2026-11-20T10:00:00Z,2026-11-20T14:00:00Z,running\n"
     )
     return jobs_csv_import(cluster=org.cluster, text=text, now=NOW)
 
@@ -89,6 +92,7 @@ def test_a_running_row_with_an_end_time_is_stored_as_ended_and_the_run_says_so(e
         "r2": JobState.COMPLETED,
         "p1": JobState.CANCELLED,  # it never started
         "r3": JobState.RUNNING,  # no end time: still running
+        "r4": JobState.RUNNING,  # its end time is still to come (it was imported at noon)
     }
     assert Job.objects.get(external_id="r1").config["reported_state"] == "running"
     assert ended_trace.status == RunStatus.OK
@@ -114,13 +118,21 @@ def stale_rows(org):
             ended_at=ended,
             gpu_count=8,
         )
+    # Running now, with the end its scheduler expects in an hour.
+    JobFactory(
+        department=org.dept_a, cluster=org.cluster, name="expected-end", gpu_count=2,
+        ended_at=timezone.now() + timedelta(hours=1),
+    )  # fmt: skip
     return org
 
 
 def test_the_home_page_does_not_count_ended_jobs_as_running_now(client, stale_rows):
-    # The org's own two jobs run now (8 GPUs each); the three stale rows ended 90 days ago.
+    # The org's own two jobs run now (8 GPUs each), and one with an expected end (2 GPUs); the
+    # three stale rows ended 90 days ago.
     summary = home_summary(user=stale_rows.admin)
-    assert (summary.running_job_count, summary.running_gpu_count) == (2, 16)
+    assert (summary.running_job_count, summary.running_gpu_count) == (3, 18)
+    vision = department_list(user=stale_rows.admin).get(code="vision")
+    assert (vision.running_job_count, vision.running_gpu_count) == (2, 10)
     assert (summary.pending_job_count, summary.pending_gpu_count) == (0, 0)
 
 
@@ -128,7 +140,7 @@ def test_the_job_list_and_api_running_filter_leave_out_ended_jobs(client, stale_
     client.force_login(stale_rows.admin)
     body = client.get("/api/v1/jobs/?state=running").json()
     rows = body["results"] if isinstance(body, dict) else body
-    assert sorted(row["name"] for row in rows) == ["radar-train", "vision-train"]
+    assert sorted(row["name"] for row in rows) == ["expected-end", "radar-train", "vision-train"]
     assert client.get("/api/v1/jobs/?state=pending").json()["count"] == 0
     page = client.get("/jobs/?state=running").content.decode()
     assert "vision-train" in page
@@ -142,7 +154,7 @@ def test_the_csv_import_source_reads_imported_by_command_not_disabled(client, or
     row = body[body.index("csv-import") :].split("</tr>")[0]
     assert "Disabled" not in row
     assert "Imported by command" in row
-    assert "(OK): 4 stored, 0 rejected" in row
+    assert "(OK): 5 stored, 0 rejected" in row
 
 
 def test_a_csv_import_source_never_imported_says_how_to(client, org):
