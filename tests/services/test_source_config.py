@@ -348,3 +348,29 @@ def test_the_check_on_save_accepts_exactly_what_the_collector_runs_with(db, monk
         except Exception:  # the source is down: not a configuration error
             config_error = False
     assert valid is not config_error, (config, source.runs.get().message)
+
+
+ANY_KIND_KEYS = ["path", "command", "root", "timezone", "overlap_hours", "kernel_logs", "urls", "auth_header"]
+
+
+@given(
+    kind=st.sampled_from(list(SourceKind)),
+    config=st.dictionaries(
+        st.sampled_from(ANY_KIND_KEYS),
+        VALUES | st.sampled_from(["/tmp/sacct.txt", "/etc/shadow", ["sacct", "-a"], "Asia/Shanghai"]),
+        max_size=3,
+    ),
+)
+def test_for_every_kind_the_check_on_save_agrees_with_the_run_time_reader(kind, config):
+    """Checked without the variables (placeholders) or read with them set: the same verdict."""
+    outcomes = []
+    for check in (
+        lambda: source_config_validate(kind=kind, config=config),
+        lambda: source_config_read(kind=kind, config=config, environ=ENV),
+    ):
+        try:
+            check()
+            outcomes.append("ok")
+        except SourceConfigError:
+            outcomes.append("refused")
+    assert outcomes[0] == outcomes[1], config
