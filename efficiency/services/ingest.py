@@ -360,13 +360,15 @@ def jobs_ingest(
     - the department comes from the record's ``department_code`` (CSV) or the mapping of its
       account / namespace; an unmapped job is stored without one and reported as a warning;
     - a finished job is never turned back into a pending or running one by an older record
-      arriving late; a record with an end time has ended, whatever its state says
-      (``_ended_record``), and the run says how many such rows there were;
+      arriving late;
     - nodes are linked by hostname; unknown hostnames are reported as warnings;
     - the config snapshot is stored with its secrets redacted (``efficiency.redaction``);
     - a record the raw store cannot hold (``job_record_check``: a GPU count past the column's
       range, a date in year 9999, ...) is rejected with its reason and the rest is stored; text
       longer than its column is cut to fit and reported as a warning.
+
+    A record whose end time has passed has ended, whatever its state says (``_ended_record``);
+    the run says how many such rows there were.
     """
     now = now or timezone.now()
     result = IngestResult()

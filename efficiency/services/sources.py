@@ -223,10 +223,12 @@ class TextSettings:
     kernel_logs: bool = False
 
 
+# A scheduler source may also read its node list for inventory discovery.
+NODE_LIST_KEYS = ("nodes_path", "nodes_command", "discover_nodes")
 SOURCE_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     SourceKind.DCGM_SCRAPE: ("urls", "timeout_s"),
-    SourceKind.SLURM: ("path", "command", "timezone", "overlap_hours"),
-    SourceKind.KUBERNETES: ("path", "command"),
+    SourceKind.SLURM: ("path", "command", "timezone", "overlap_hours", *NODE_LIST_KEYS),
+    SourceKind.KUBERNETES: ("path", "command", *NODE_LIST_KEYS),
     SourceKind.LOG_FILES: ("root", "timezone"),
     SourceKind.LOG_PUSH: ("kernel_logs", "timezone"),
     SourceKind.CSV_IMPORT: (),
@@ -347,15 +349,21 @@ def _text_from(config: Mapping, kind: str) -> dict:
                 raise SourceConfigError(f"configuration {key!r} must be a non-empty string")
             source_path_check(value)
             found[key] = value
-    if "command" in config:
-        argv = config["command"]
-        if (
-            not isinstance(argv, list)
-            or not argv
-            or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in argv)
-        ):
-            raise SourceConfigError("configuration 'command' must be a non-empty list of arguments (strings)")
-        found["command"] = tuple(argv)
+    for key in ("command", "nodes_command"):
+        if key in config:
+            argv = config[key]
+            if (
+                not isinstance(argv, list)
+                or not argv
+                or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in argv)
+            ):
+                raise SourceConfigError(
+                    f"configuration {key!r} must be a non-empty list of arguments (strings)"
+                )
+            found[key] = tuple(argv)
+    _flag(config, "discover_nodes")
+    # The node list (discovery) is read by its own code; here only checked.
+    found = {key: value for key, value in found.items() if key in ("path", "command", "root")}
     if kind == SourceKind.KUBERNETES and not found:
         raise SourceConfigError("configuration needs 'path' or 'command' (a list of arguments)")
     if kind == SourceKind.LOG_FILES and "root" not in found:
@@ -501,7 +509,7 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
         raise SourceConfigError(error.message) from error
 
 
-PATH_KEYS = ("path", "root")  # configuration keys that name a file or directory to read
+PATH_KEYS = ("path", "root", "nodes_path")  # configuration keys that name a file or directory to read
 
 
 def source_path_check(path: str | Path) -> Path:
@@ -520,7 +528,7 @@ def source_path_check(path: str | Path) -> Path:
 
 
 def _read_text(
-    settings_: TextSettings,
+    source: DataSource,
     *,
     since: datetime,
     until: datetime,
@@ -528,17 +536,17 @@ def _read_text(
     env: dict[str, str] | None = None,
 ) -> str:
     """The source's text: a file (``path``), or a command's output (``command``)."""
-    path = settings_.path
+    path = source.config.get("path")
     if path:
         resolved = source_path_check(path)
         try:
             return resolved.read_text(encoding="utf-8", errors="replace")
         except OSError as error:
             raise SourceUnavailable(f"cannot read {path}: {error.strerror}") from error
-    argv = list(settings_.command)
-    if not argv and command is not None:
+    argv = source.config.get("command")
+    if argv is None and command is not None:
         argv = command(since, until)
-    if not argv:
+    if not argv or not isinstance(argv, list):
         raise SourceConfigError("configuration needs 'path' or 'command' (a list of arguments)")
     try:
         completed = subprocess.run(  # noqa: S603
@@ -562,7 +570,7 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
     # sacct reads -S/-E and prints times in its process's local time zone. Django sets TZ to the
     # display zone for its own process, so say which zone the Slurm side uses.
     text = _read_text(
-        settings_,
+        source,
         since=since,
         until=now,
         command=lambda a, b: slurm.sacct_command(a, b, timezone=tz),
@@ -577,7 +585,8 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
 def _collect_kubernetes(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
     from efficiency.collectors.kubernetes import parse_kubernetes_jobs
 
-    text = _read_text(source_settings(source), since=now, until=now, command=None)
+    source_settings(source)  # refuses a configuration a run cannot use, naming the key
+    text = _read_text(source, since=now, until=now, command=None)
     parsed = parse_kubernetes_jobs(text)
     result = jobs_ingest(cluster=source.cluster, source=JobSource.KUBERNETES, records=parsed.records, now=now)
     recorder.add(result, parse_rejected=parsed.rejected)

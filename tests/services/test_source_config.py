@@ -113,6 +113,22 @@ def test_an_unusable_source_configuration_is_refused_naming_the_key(kind, config
     assert named in str(caught.value)
 
 
+def test_a_scheduler_source_may_name_its_node_list_for_discovery(tmp_path):
+    config = {
+        "path": str(tmp_path / "sacct.txt"),
+        "nodes_path": str(tmp_path / "nodes.txt"),
+        "discover_nodes": True,
+    }
+    source_config_validate(kind=SourceKind.SLURM, config=config)
+    source_config_validate(
+        kind=SourceKind.KUBERNETES, config={"command": ["kubectl"], "nodes_command": ["k"]}
+    )
+    with pytest.raises(SourceConfigError, match="'nodes_command'"):
+        source_config_validate(kind=SourceKind.SLURM, config={"nodes_command": "scontrol show nodes"})
+    with pytest.raises(SourceConfigError, match="outside the source roots"):
+        source_config_validate(kind=SourceKind.SLURM, config={"nodes_path": "/etc/shadow"})
+
+
 def test_a_reference_is_checked_on_save_without_the_variable_and_resolved_at_run_time():
     config = {"base_url": "http://prom:9090", "auth_header": {"env": "PORTAL_TEST_PROM_AUTH"}}
     source_config_validate(kind=SourceKind.PROMETHEUS, config=config)  # not set here: still valid
