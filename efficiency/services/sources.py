@@ -276,9 +276,12 @@ def source_config_validate(*, kind: str, config: object) -> None:
     """Check a configuration on save with the collectors' own reader (``SourceConfigError``).
 
     Env references are not resolved here (the web process need not have the workers'
-    variables): they stand for a placeholder, so only their form is checked.
+    variables): they stand for a placeholder, so only their form is checked. A node list
+    (``nodes_path``) outside ``PORTAL_SOURCE_ROOTS`` is refused here too, though a run only
+    rejects the list then and stores the jobs.
     """
     source_config_read(kind=kind, config=secrets_placeholder(kind, config), environ={})
+    source_config_check(config)
 
 
 def source_settings(source: DataSource):
@@ -347,7 +350,8 @@ def _text_from(config: Mapping, kind: str) -> dict:
             value = config[key]
             if not isinstance(value, str) or not value or "\x00" in value:
                 raise SourceConfigError(f"configuration {key!r} must be a non-empty string")
-            source_path_check(value)
+            if key != "nodes_path":  # a node list out of bounds is a rejection of its run, not a failure
+                source_path_check(value)
             found[key] = value
     for key in ("command", "nodes_command"):
         if key in config:
@@ -525,6 +529,18 @@ def source_path_check(path: str | Path) -> Path:
     if not any(resolved.is_relative_to(root) for root in roots):
         raise SourceOutsideRoots(str(path), ", ".join(str(root) for root in roots) or "-")
     return resolved
+
+
+def source_config_check(config: object) -> None:
+    """Check a source configuration's paths against ``PORTAL_SOURCE_ROOTS`` (``SourceConfigError``)."""
+    if not isinstance(config, dict):
+        return
+    for key in PATH_KEYS:
+        value = config.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise SourceConfigError(f"configuration {key!r} must be a non-empty string")
+        if value:
+            source_path_check(value)
 
 
 def _read_text(

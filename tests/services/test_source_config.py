@@ -28,6 +28,7 @@ from efficiency.config_secrets import (
 from efficiency.models import DataSource
 from efficiency.services.sources import (
     SourceConfigError,
+    SourceOutsideRoots,
     source_collect,
     source_config_read,
     source_config_validate,
@@ -367,7 +368,10 @@ def test_the_check_on_save_accepts_exactly_what_the_collector_runs_with(db, monk
     assert valid is not config_error, (config, source.runs.get().message)
 
 
-ANY_KIND_KEYS = ["path", "command", "root", "timezone", "overlap_hours", "kernel_logs", "urls", "auth_header"]
+ANY_KIND_KEYS = [
+    *("path", "command", "root", "timezone", "overlap_hours", "kernel_logs", "urls", "auth_header"),
+    *("nodes_path", "nodes_command", "discover_nodes"),
+]
 
 
 @given(
@@ -379,7 +383,8 @@ ANY_KIND_KEYS = ["path", "command", "root", "timezone", "overlap_hours", "kernel
     ),
 )
 def test_for_every_kind_the_check_on_save_agrees_with_the_run_time_reader(kind, config):
-    """Checked without the variables (placeholders) or read with them set: the same verdict."""
+    """Checked without the variables (placeholders) or read with them set: the same verdict,
+    except that the check also refuses a node list outside the roots (a run rejects only it)."""
     outcomes = []
     for check in (
         lambda: source_config_validate(kind=kind, config=config),
@@ -388,6 +393,8 @@ def test_for_every_kind_the_check_on_save_agrees_with_the_run_time_reader(kind, 
         try:
             check()
             outcomes.append("ok")
+        except SourceOutsideRoots as error:
+            outcomes.append("node list outside" if error.path == config.get("nodes_path") else "refused")
         except SourceConfigError:
             outcomes.append("refused")
-    assert outcomes[0] == outcomes[1], config
+    assert outcomes[0] == outcomes[1] or outcomes == ["node list outside", "ok"], config
