@@ -228,7 +228,8 @@ NODE_LIST_KEYS = ("nodes_path", "nodes_command", "discover_nodes")
 SOURCE_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     SourceKind.DCGM_SCRAPE: ("urls", "timeout_s"),
     SourceKind.SLURM: ("path", "command", "timezone", "overlap_hours", *NODE_LIST_KEYS),
-    SourceKind.KUBERNETES: ("path", "command", *NODE_LIST_KEYS),
+    # Kubernetes times carry their zone; "timezone" is accepted (and checked) like on Slurm.
+    SourceKind.KUBERNETES: ("path", "command", "timezone", *NODE_LIST_KEYS),
     SourceKind.LOG_FILES: ("root", "timezone"),
     SourceKind.LOG_PUSH: ("kernel_logs", "timezone"),
     SourceKind.CSV_IMPORT: (),
