@@ -159,7 +159,7 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
 
 CONFIG_HELP = _(
     "JSON. Secrets (a Prometheus auth_header, a webhook secret or headers) are shown as "
-    "\u201c%(mask)s\u201d: leave that to keep the stored value, or replace it. Better, keep "
+    '"%(mask)s": leave that to keep the stored value, or replace it. Better, keep '
     'them out of the database: write {"env": "NAME"} and set NAME in the workers\' environment.'
 )
 
