@@ -1,3 +1,5 @@
+import json
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -12,7 +14,9 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework.authtoken.models import TokenProxy
 from simple_history.admin import SimpleHistoryAdmin as _SimpleHistoryAdmin
 
+from efficiency.actuators import actuator_config_validate
 from efficiency.choices import Role
+from efficiency.config_secrets import MASK, literal_secret_keys, secrets_keep, secrets_mask
 from efficiency.models import (
     ActuatorConfig,
     ApiToken,
@@ -32,7 +36,7 @@ from efficiency.models import (
     WorkerHeartbeat,
 )
 from efficiency.services.discovery import nodes_confirm
-from efficiency.services.sources import SourceConfigError, SourceOutsideRoots, source_config_check
+from efficiency.services.sources import SourceConfigError, SourceOutsideRoots, source_config_validate
 from efficiency.services.tokens import TokenError, api_token_build
 
 
@@ -176,15 +180,54 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "last_seen_at"]
 
 
-class DataSourceForm(forms.ModelForm):
+CONFIG_HELP = _(
+    "JSON. Secrets (a Prometheus auth_header, a webhook secret or headers) are shown as "
+    '"%(mask)s": leave that to keep the stored value, or replace it. Better, keep '
+    'them out of the database: write {"env": "NAME"} and set NAME in the workers\' environment.'
+)
+
+
+class SecretConfigForm(forms.ModelForm):
+    """A model form whose ``config`` never shows a secret: ``MASK`` stands for each stored one,
+    and a form sent back with ``MASK`` keeps it. ``config_kind`` says which keys are secrets;
+    ``config_validate`` checks the configuration with the code that runs it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("config")
+        if field is None:
+            return
+        field.help_text = CONFIG_HELP % {"mask": MASK}
+        if self.instance.pk is not None:
+            self.initial["config"] = secrets_mask(
+                self.config_kind(self.instance.config), self.instance.config
+            )
+
+    def config_kind(self, config) -> str:
+        raise NotImplementedError
+
+    def config_validate(self, config) -> None:
+        raise NotImplementedError
+
+    def clean_config(self):
+        config = self.cleaned_data["config"]
+        if self.instance.pk is not None:
+            config = secrets_keep(self.config_kind(config), config, self.instance.config)
+        self.config_validate(config)
+        return config
+
+
+class DataSourceForm(SecretConfigForm):
     class Meta:
         model = DataSource
         fields = "__all__"  # noqa: DJ007 -- the admin lists its fields and read-only ones itself
 
-    def clean_config(self):
-        config = self.cleaned_data["config"]
+    def config_kind(self, config) -> str:
+        return getattr(self, "cleaned_data", {}).get("kind") or self.instance.kind
+
+    def config_validate(self, config) -> None:
         try:
-            source_config_check(config)
+            source_config_validate(kind=self.config_kind(config), config=config)
         except SourceOutsideRoots as error:
             raise ValidationError(
                 _(
@@ -197,7 +240,20 @@ class DataSourceForm(forms.ModelForm):
             raise ValidationError(
                 _("This configuration cannot be used: %(reason)s."), params={"reason": error}
             ) from None
-        return config
+
+
+def _literal_secrets_warn(request, kind: str, config) -> None:
+    keys = literal_secret_keys(kind, config)
+    if keys:
+        messages.warning(
+            request,
+            _(
+                "The secret in %(keys)s is written into the configuration, so it is stored in the "
+                'database and its history. Set it in the workers\' environment and write {"env": '
+                '"NAME"} instead.'
+            )
+            % {"keys": ", ".join(keys)},
+        )
 
 
 @admin.register(DataSource)
@@ -229,6 +285,30 @@ class DataSourceAdmin(SimpleHistoryAdmin):
     def reset_watermark(self, request, queryset):
         queryset.update(watermark=None, state={})
 
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and not self.has_change_permission(request, obj):
+            # Shown read-only: the masked configuration, not the field's own value.
+            fields = ["shown_config" if name == "config" else name for name in fields]
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "shown_config"]
+
+    @admin.display(description=_("configuration"))
+    def shown_config(self, obj: DataSource) -> str:
+        return json.dumps(secrets_mask(obj.kind, obj.config), ensure_ascii=False, sort_keys=True)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        _literal_secrets_warn(request, obj.kind, obj.config)
+
+    def set_history_delta_changes(self, request, historical_records, foreign_keys_are_objs=True):
+        # The history lists each change's old and new value: secrets masked before the diff.
+        for record in historical_records:
+            record.config = secrets_mask(record.kind, record.config)
+        super().set_history_delta_changes(request, historical_records, foreign_keys_are_objs)
+
 
 @admin.register(SourceRun)
 class SourceRunAdmin(admin.ModelAdmin):
@@ -244,10 +324,33 @@ class FaultPolicyAdmin(admin.ModelAdmin):
     list_editable = ["isolate_node", "restart_job", "notify"]
 
 
+class ActuatorConfigForm(SecretConfigForm):
+    class Meta:
+        model = ActuatorConfig
+        fields = "__all__"  # noqa: DJ007 -- every field of an actuator is the admin's to edit
+
+    def config_kind(self, config) -> str:
+        kind = config.get("type") if isinstance(config, dict) else None
+        return kind if isinstance(kind, str) else ""
+
+    def config_validate(self, config) -> None:
+        try:
+            actuator_config_validate(config)
+        except ValueError as error:
+            raise ValidationError(
+                _("This configuration cannot be used: %(reason)s"), params={"reason": error}
+            ) from None
+
+
 @admin.register(ActuatorConfig)
 class ActuatorConfigAdmin(admin.ModelAdmin):
+    form = ActuatorConfigForm
     list_display = ["name", "action", "dry_run", "enabled"]
     list_filter = ["action", "dry_run", "enabled"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        _literal_secrets_warn(request, form.config_kind(obj.config), obj.config)
 
 
 admin.site.site_header = _("GPU Efficiency Portal administration")

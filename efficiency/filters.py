@@ -2,6 +2,7 @@
 
 import django_filters
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.choices import FaultCategory, IncidentStatus, JobSource, JobState, NodeState
@@ -84,7 +85,7 @@ class JobFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(label=_("Search"), method="search")
     cluster = ModelChoiceFilter(label=_("Cluster"), queryset=Cluster.objects.all(), to_field_name="slug")
     department = ModelChoiceFilter(label=_("Department"), queryset=_visible_departments, to_field_name="code")
-    state = django_filters.MultipleChoiceFilter(label=_("State"), choices=JobState.choices)
+    state = django_filters.MultipleChoiceFilter(label=_("State"), choices=JobState.choices, method="in_state")
     source = django_filters.ChoiceFilter(label=_("Source"), choices=JobSource.choices)
     user = django_filters.CharFilter(label=_("User"), field_name="user_name")
     submitted_after = IsoDateTimeFilter(
@@ -111,6 +112,17 @@ class JobFilter(django_filters.FilterSet):
 
     def search(self, queryset, name, value):
         return queryset.filter(Q(name__icontains=value) | Q(external_id__icontains=value))
+
+    def in_state(self, queryset, name, value):
+        """Jobs in one of the states; a pending or running job whose end time has passed has ended."""
+        if not value:
+            return queryset
+        still_open = {JobState.PENDING, JobState.RUNNING}
+        not_ended = Q(ended_at__isnull=True) | Q(ended_at__gt=timezone.now())
+        return queryset.filter(
+            Q(state__in=[state for state in value if state not in still_open])
+            | (Q(state__in=[state for state in value if state in still_open]) & not_ended)
+        )
 
 
 class IncidentFilter(django_filters.FilterSet):

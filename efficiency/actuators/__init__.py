@@ -11,6 +11,7 @@ from efficiency.actuators.base import (
     ActionRequest,
     ActionResult,
     Actuator,
+    actuator_config_validate,
     actuator_from_config,
 )
 from efficiency.actuators.command import CommandActuator, CommandRefused
@@ -24,5 +25,6 @@ __all__ = [
     "CommandActuator",
     "CommandRefused",
     "WebhookActuator",
+    "actuator_config_validate",
     "actuator_from_config",
 ]

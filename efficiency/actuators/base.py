@@ -7,11 +7,14 @@ refused value all come back as ``ActionResult(ok=False, ...)`` with the reason, 
 it on the incident. Only an invalid *configuration* raises (``ValueError``), when the actuator is built.
 """
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
+
+from efficiency.config_secrets import secrets_check, secrets_placeholder, secrets_resolve
 
 ActionKind = Literal["isolate_node", "restart_job", "notify", "resume_node"]
 ACTION_KINDS: tuple[str, ...] = get_args(ActionKind)
@@ -82,12 +85,14 @@ class Actuator(Protocol):
     def run(self, request: ActionRequest, *, dry_run: bool) -> ActionResult: ...
 
 
-def actuator_from_config(config: Mapping[str, Any]) -> Actuator:
+def actuator_from_config(config: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> Actuator:
     """Build the actuator an admin configured as JSON; ``ValueError`` says what is wrong with it.
 
     ``{"type": "webhook", "url": ..., "headers": {...}, "secret": ..., "timeout_s": 10}`` or
     ``{"type": "command", "argv": [...] | "template": "...", "timeout_s": 30, "env": {...}}``; both take
-    an optional ``"name"`` shown in results.
+    an optional ``"name"`` shown in results. A webhook's ``secret`` and ``headers`` values may be
+    ``{"env": "NAME"}``, read from ``environ`` (the process environment by default) now; an unset
+    variable is a ``ValueError`` (``SecretMissing``) naming it, never a value.
     """
     # Imported here: both modules import this one.
     from efficiency.actuators.command import CommandActuator
@@ -96,6 +101,11 @@ def actuator_from_config(config: Mapping[str, Any]) -> Actuator:
     if not isinstance(config, Mapping):
         raise ValueError("Invalid actuator config: expected a JSON object.")
     kind = config.get("type")
+    if isinstance(kind, str):
+        problems = secrets_check(kind, config)
+        if problems:
+            raise ValueError(f"Invalid {kind} actuator config: " + "; ".join(problems) + ".")
+        config = secrets_resolve(kind, config, os.environ if environ is None else environ)
     if kind == "webhook":
         return WebhookActuator.from_config(config)
     if kind == "command":
@@ -104,6 +114,18 @@ def actuator_from_config(config: Mapping[str, Any]) -> Actuator:
         raise ValueError(f"Invalid actuator config: 'type' is required ({' or '.join(ACTUATOR_TYPES)}).")
     raise ValueError(
         f"Invalid actuator config: unknown type {kind!r}; expected {' or '.join(ACTUATOR_TYPES)}."
+    )
+
+
+def actuator_config_validate(config: object) -> None:
+    """Check a configuration on save by building the actuator as a run would (``ValueError``).
+
+    Env references stand for a placeholder: the web process need not have the workers' variables.
+    """
+    kind = config.get("type") if isinstance(config, Mapping) else None
+    actuator_from_config(
+        secrets_placeholder(kind, config) if isinstance(kind, str) else config,  # type: ignore[arg-type]
+        environ={},
     )
 
 

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Q, Sum
+from django.utils import timezone
 
 from efficiency.analysis.queue import QueueTotals
 from efficiency.analysis.usage import UsageTotals, change_points
@@ -44,11 +45,15 @@ def home_summary(*, user: User) -> HomeSummary:
         gpus=Sum("gpu_count", default=0),
         shared=Sum("gpu_count", filter=Q(owner_department__isnull=True), default=0),
     )
+    # A job whose end time has passed has ended, whatever state a source left on it.
+    not_ended = Q(ended_at__isnull=True) | Q(ended_at__gt=timezone.now())
+    running_now = Q(state=JobState.RUNNING) & not_ended
+    pending_now = Q(state=JobState.PENDING) & not_ended
     job_totals = scope_queryset(Job.objects.all(), user).aggregate(
-        running=Count("pk", filter=Q(state=JobState.RUNNING)),
-        running_gpus=Sum("gpu_count", filter=Q(state=JobState.RUNNING), default=0),
-        pending=Count("pk", filter=Q(state=JobState.PENDING)),
-        pending_gpus=Sum("gpu_count", filter=Q(state=JobState.PENDING), default=0),
+        running=Count("pk", filter=running_now),
+        running_gpus=Sum("gpu_count", filter=running_now, default=0),
+        pending=Count("pk", filter=pending_now),
+        pending_gpus=Sum("gpu_count", filter=pending_now, default=0),
     )
     return HomeSummary(
         department_count=scope_queryset(Department.objects.active(), user).count(),

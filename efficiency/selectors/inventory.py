@@ -2,8 +2,9 @@
 
 from dataclasses import dataclass
 
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from efficiency.choices import JobState
 from efficiency.models import Department, Job, Node
@@ -24,7 +25,10 @@ def department_list(*, user: User) -> QuerySet[Department]:
         .values("owner_department")
     )
     running = (
-        Job.objects.filter(department=OuterRef("pk"), state=JobState.RUNNING).order_by().values("department")
+        Job.objects.filter(department=OuterRef("pk"), state=JobState.RUNNING)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=timezone.now()))  # not ended, whatever its state
+        .order_by()
+        .values("department")
     )
     return scope_queryset(Department.objects.all(), user).annotate(
         node_count=Coalesce(

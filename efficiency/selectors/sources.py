@@ -20,6 +20,11 @@ class SourceStatus:
     last_run: SourceRun | None
 
     @property
+    def imported(self) -> bool:
+        """Fed by ``manage.py import_jobs``, not collected periodically: never "disabled"."""
+        return self.source.kind == SourceKind.CSV_IMPORT
+
+    @property
     def healthy(self) -> bool:
         return self.source.enabled and self.source.consecutive_failures == 0 and self.last_run is not None
 

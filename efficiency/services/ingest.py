@@ -8,7 +8,7 @@ rejected one by one with a reason; the rest is stored.
 import io
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -352,14 +352,59 @@ class _DepartmentResolver:
                 self.mappings[(kind, value)] = department_id
 
     def resolve(self, record: JobRecord, kinds: list[str]) -> int | None:
-        code = record.config.get("department_code") if isinstance(record.config, dict) else None
+        code = self.code(record)
         if code:
-            return self.by_code.get(str(code))
+            return self.by_code.get(code)
         for kind in kinds:
             department_id = self.mappings.get((kind, record.account))
             if department_id is not None:
                 return department_id
         return None
+
+    @staticmethod
+    def code(record: JobRecord) -> str:
+        """The department code the record names itself (the CSV's ``department``), or ""."""
+        code = record.config.get("department_code") if isinstance(record.config, dict) else None
+        return str(code) if code else ""
+
+
+def _unresolved_warning(reason: tuple[str, str], count: int) -> str:
+    """What went wrong with a job's department and what to do, for a ``(kind, value)`` key."""
+    kind, value = reason
+    if kind == "code":
+        return (
+            f"department code {value!r} does not exist ({count} jobs, stored without a department): "
+            f"create a department with this code (Admin → Departments) or correct the code at the source"
+        )
+    if kind == "account":
+        return f"account or namespace {value!r} maps to no department ({count} jobs); add a mapping"
+    return (
+        f"{count} jobs name no department code and no account or namespace (stored without a "
+        f"department): fill in the account, namespace or department column at the source"
+    )
+
+
+# A job with an end time has ended, whatever state its row reports (a trace cut off while a
+# job ran, a scheduler that kept "RUNNING"): stored finished, so nothing counts it as running now.
+_ENDED_STATE = {True: JobState.COMPLETED, False: JobState.CANCELLED}  # keyed by "it started"
+
+
+def _ended_record(record: JobRecord, now: datetime) -> JobRecord:
+    """``record`` with a finished state when it ended (an end time up to ``now``) but reports a
+    pending or running state.
+
+    A job that started is stored as completed and one that never started as cancelled; the
+    reported state is kept in the config snapshot as ``reported_state``. An end time still to
+    come is a running job's expected end: it stays running until then.
+    """
+    if (
+        record.ended_at is None
+        or record.ended_at > now
+        or record.state not in (JobState.RUNNING, JobState.PENDING)
+    ):
+        return record
+    config = {**record.config, "reported_state": record.state}
+    return replace(record, state=_ENDED_STATE[record.started_at is not None], config=config)
 
 
 def jobs_ingest(
@@ -379,19 +424,33 @@ def jobs_ingest(
     - a record the raw store cannot hold (``job_record_check``: a GPU count past the column's
       range, a date in year 9999, ...) is rejected with its reason and the rest is stored; text
       longer than its column is cut to fit and reported as a warning.
+
+    A record whose end time has passed has ended, whatever its state says (``_ended_record``);
+    the run says how many such rows there were.
     """
     now = now or timezone.now()
     result = IngestResult()
     records = list(records)
     result.received = len(records)
     checked = []
+    ended_but_open: dict[str, int] = defaultdict(int)
     for record in records:
         check = job_record_check(record, now=now)
         if check.record is None:
             result.reject(check.problem, record.external_id)
             continue
         result.warnings.extend(Rejected(reason=warning) for warning in check.warnings)
-        checked.append(check.record)
+        ended = _ended_record(check.record, now)
+        if ended is not check.record:
+            ended_but_open[check.record.state] += 1
+        checked.append(ended)
+    for state, count in sorted(ended_but_open.items()):
+        result.warnings.append(
+            Rejected(
+                reason=f"{count} rows had an end time but state {state.upper()}: counted as ended at "
+                f"their end time (stored as completed, or cancelled when they never started)"
+            )
+        )
     resolver = _DepartmentResolver(cluster)
     kinds = _MAPPING_KIND.get(source, [MappingKind.SLURM_ACCOUNT, MappingKind.K8S_NAMESPACE])
     node_ids = dict(cluster.nodes.values_list("hostname", "pk"))
@@ -409,7 +468,7 @@ def jobs_ingest(
         "job_id", "node_id"
     ):
         existing_nodes[job_id].add(node_id)
-    unmapped: dict[str, int] = defaultdict(int)
+    unmapped: dict[tuple[str, str], int] = defaultdict(int)
     missing_nodes: dict[str, int] = defaultdict(int)
     spans: list[tuple[datetime, datetime]] = []  # (first hour, last hour) each job held GPUs in
     to_create, to_update, node_links = [], [], {}
@@ -417,7 +476,9 @@ def jobs_ingest(
     for external_id, record in latest.items():
         department_id = resolver.resolve(record, kinds)
         if department_id is None:
-            unmapped[record.account or "(empty)"] += 1
+            code = resolver.code(record)
+            kind = "code" if code else "account" if record.account else ""
+            unmapped[(kind, code or record.account)] += 1
         wanted_nodes = set()
         for hostname in record.node_names:
             if hostname in node_ids:
@@ -496,12 +557,8 @@ def jobs_ingest(
         if hours := _span_hours(spans):
             dirty_hours_mark(cluster=cluster, hours=hours, now=now)
     result.stored = len(to_create) + len(to_update)
-    for account, count in unmapped.items():
-        result.warnings.append(
-            Rejected(
-                reason=f"account or namespace {account!r} maps to no department ({count} jobs); add a mapping"
-            )
-        )
+    for reason, count in unmapped.items():
+        result.warnings.append(Rejected(reason=_unresolved_warning(reason, count)))
     for hostname, count in missing_nodes.items():
         result.warnings.append(Rejected(reason=f"jobs ran on unknown node {hostname!r} ({count} jobs)"))
     return result

@@ -9,12 +9,13 @@ import io
 import logging
 import os
 import subprocess
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import requests
@@ -27,10 +28,14 @@ from efficiency.choices import JobSource, RunStatus, SourceKind
 from efficiency.collectors.logpush import PushRefused
 from efficiency.collectors.nodes import ObservedNode
 from efficiency.collectors.records import GpuReading, ParseOutcome, Rejected, excerpt
+from efficiency.config_secrets import secrets_check, secrets_placeholder, secrets_resolve
 from efficiency.models import Cluster, DataSource, SourceRun
 from efficiency.services.discovery import DiscoveryResult, nodes_discover
 from efficiency.services.faults import xid_count_signals_record
 from efficiency.services.ingest import IngestResult, gpu_readings_ingest, jobs_ingest, log_chunks_ingest
+
+if TYPE_CHECKING:
+    from efficiency.collectors.prometheus import PrometheusConfig
 
 logger = logging.getLogger(__name__)
 
@@ -210,14 +215,220 @@ def source_collect(*, source_id: int, now: datetime | None = None) -> SourceRun 
     return recorder.run
 
 
-def _config(source: DataSource, key: str, kind: type = str, *, required: bool = True):
-    value = source.config.get(key)
-    if value is None:
-        if required:
-            raise SourceConfigError(f"configuration needs {key!r}")
-        return None
-    if not isinstance(value, kind):
-        raise SourceConfigError(f"configuration {key!r} must be a {kind.__name__}")
+# --- Reading a source's configuration ---------------------------------------------------------
+#
+# One reader per kind turns the JSON an admin edits into typed settings, or raises
+# SourceConfigError naming the key. The collectors read their configuration with it at every
+# run, and the admin checks a configuration with it on save (``source_config_validate``), so
+# the two cannot disagree.
+
+
+@dataclass(frozen=True)
+class DcgmSettings:
+    targets: tuple[tuple[str, str], ...]  # (url, hostname to use when the page names none)
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    query: "PrometheusConfig"
+    lag_s: int
+    initial_backfill_days: int
+
+
+@dataclass(frozen=True)
+class TextSettings:
+    """Where a scheduler's or a log reader's text comes from, and its time zone."""
+
+    path: str = ""
+    command: tuple[str, ...] = ()
+    root: str = ""
+    timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
+    overlap_hours: int = 24
+    kernel_logs: bool = False
+
+
+# A scheduler source may also read its node list for inventory discovery.
+NODE_LIST_KEYS = ("nodes_path", "nodes_command", "discover_nodes")
+SOURCE_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    SourceKind.DCGM_SCRAPE: ("urls", "timeout_s"),
+    SourceKind.SLURM: ("path", "command", "timezone", "overlap_hours", *NODE_LIST_KEYS),
+    # Kubernetes times carry their zone; "timezone" is accepted (and checked) like on Slurm.
+    SourceKind.KUBERNETES: ("path", "command", "timezone", *NODE_LIST_KEYS),
+    SourceKind.LOG_FILES: ("root", "timezone"),
+    SourceKind.LOG_PUSH: ("kernel_logs", "timezone"),
+    SourceKind.CSV_IMPORT: (),
+}
+PROMETHEUS_OWN_KEYS = ("lag_s", "initial_backfill_days")  # the portal's; the rest is the collector's
+
+
+def source_config_read(*, kind: str, config: object, environ: Mapping[str, str] | None = None):
+    """The settings a ``kind`` source runs with, from its JSON ``config``.
+
+    Env references (``{"env": "NAME"}``, ``efficiency.config_secrets``) are resolved from
+    ``environ`` (the process environment by default). Raises ``SourceConfigError`` naming the
+    key for anything a run could not use, and never shows a secret's value.
+    """
+    if not isinstance(config, Mapping):
+        raise SourceConfigError("the configuration must be a JSON object")
+    problems = secrets_check(kind, config)
+    if problems:
+        raise SourceConfigError("; ".join(problems))
+    try:
+        config = secrets_resolve(kind, config, os.environ if environ is None else environ)
+    except ValueError as error:  # SecretMissing, or a value that cannot be sent
+        raise SourceConfigError(str(error)) from None
+    if kind == SourceKind.PROMETHEUS:
+        return _prometheus_settings(config)
+    allowed = SOURCE_CONFIG_KEYS.get(kind)
+    if allowed is None:
+        raise SourceConfigError(f"unknown source kind {kind!r}")
+    unknown = sorted(str(key) for key in config if key not in allowed)
+    if unknown:
+        raise SourceConfigError(
+            f"unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed) or 'none'}"
+        )
+    if kind == SourceKind.DCGM_SCRAPE:
+        return _dcgm_settings(config)
+    return TextSettings(
+        timezone=_zone(config),
+        overlap_hours=_whole(config, "overlap_hours", 24, high=24 * 31),
+        kernel_logs=_flag(config, "kernel_logs"),
+        **_text_from(config, kind),
+    )
+
+
+def source_config_validate(*, kind: str, config: object) -> None:
+    """Check a configuration on save with the collectors' own reader (``SourceConfigError``).
+
+    Env references are not resolved here (the web process need not have the workers'
+    variables): they stand for a placeholder, so only their form is checked. A node list
+    (``nodes_path``) outside ``PORTAL_SOURCE_ROOTS`` is refused here too, though a run only
+    rejects the list then and stores the jobs.
+    """
+    source_config_read(kind=kind, config=secrets_placeholder(kind, config), environ={})
+    source_config_check(config)
+
+
+def source_settings(source: DataSource):
+    """``source_config_read`` for a stored source, at run time."""
+    return source_config_read(kind=source.kind, config=source.config)
+
+
+def _prometheus_settings(config: Mapping) -> PrometheusSettings:
+    from efficiency.collectors import prometheus
+
+    own = {key: value for key, value in config.items() if key not in PROMETHEUS_OWN_KEYS}
+    try:
+        query = prometheus.PrometheusConfig.from_dict(own)
+    except (TypeError, ValueError) as error:
+        raise SourceConfigError(str(error)) from None
+    return PrometheusSettings(
+        query=query,
+        lag_s=_whole(config, "lag_s", 60, high=86_400),
+        initial_backfill_days=_whole(config, "initial_backfill_days", 7, low=1, high=3_650),
+    )
+
+
+def _dcgm_settings(config: Mapping) -> DcgmSettings:
+    urls = config.get("urls")
+    if urls is None:
+        raise SourceConfigError("configuration needs 'urls' (a list of exporter URLs)")
+    if not isinstance(urls, list):
+        raise SourceConfigError("configuration 'urls' must be a list of exporter URLs")
+    targets = []
+    for index, entry in enumerate(urls):
+        url, hostname = (entry, "") if isinstance(entry, str) else _target_entry(entry, index)
+        if not _is_http_url(url):
+            raise SourceConfigError(f"configuration 'urls[{index}]' must be an http:// or https:// URL")
+        targets.append((url, hostname))
+    return DcgmSettings(targets=tuple(targets), timeout_s=_seconds(config, "timeout_s", 10))
+
+
+def _target_entry(entry: object, index: int) -> tuple[str, str]:
+    if (
+        not isinstance(entry, Mapping)
+        or set(entry) - {"url", "hostname"}
+        or not isinstance(entry.get("url"), str)
+        or not isinstance(entry.get("hostname", ""), str)
+    ):
+        raise SourceConfigError(
+            f'configuration \'urls[{index}]\' must be a URL or {{"url": ..., "hostname": ...}} (strings)'
+        )
+    return entry["url"], entry.get("hostname", "")
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- urlsplit checks the port only when asked for it
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _text_from(config: Mapping, kind: str) -> dict:
+    """``path``/``command``/``root`` checked: a non-empty string inside the source roots, a list
+    of arguments; a Kubernetes source needs a path or a command, a log-files source its root."""
+    found: dict = {}
+    for key in PATH_KEYS:
+        if key in config:
+            value = config[key]
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise SourceConfigError(f"configuration {key!r} must be a non-empty string")
+            if key != "nodes_path":  # a node list out of bounds is a rejection of its run, not a failure
+                source_path_check(value)
+            found[key] = value
+    for key in ("command", "nodes_command"):
+        if key in config:
+            argv = config[key]
+            if (
+                not isinstance(argv, list)
+                or not argv
+                or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in argv)
+            ):
+                raise SourceConfigError(
+                    f"configuration {key!r} must be a non-empty list of arguments (strings)"
+                )
+            found[key] = tuple(argv)
+    _flag(config, "discover_nodes")
+    # The node list (discovery) is read by its own code; here only checked.
+    found = {key: value for key, value in found.items() if key in ("path", "command", "root")}
+    if kind == SourceKind.KUBERNETES and not found:
+        raise SourceConfigError("configuration needs 'path' or 'command' (a list of arguments)")
+    if kind == SourceKind.LOG_FILES and "root" not in found:
+        raise SourceConfigError("configuration needs 'root' (the directory of job logs)")
+    return found
+
+
+def _zone(config: Mapping) -> ZoneInfo:
+    name = config.get("timezone", "UTC")
+    if not isinstance(name, str):
+        raise SourceConfigError("configuration 'timezone' must be an IANA time zone name such as UTC")
+    try:
+        return time_zone_get(name)
+    except ValueError as error:
+        raise SourceConfigError(f"configuration 'timezone': {error}") from None
+
+
+def _whole(config: Mapping, key: str, default: int, *, low: int = 0, high: int) -> int:
+    value = config.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise SourceConfigError(f"configuration {key!r} must be a whole number from {low} to {high}")
+    return value
+
+
+def _seconds(config: Mapping, key: str, default: float) -> float:
+    value = config.get(key, default)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= 600:
+        raise SourceConfigError(f"configuration {key!r} must be a number of seconds in (0, 600]")
+    return float(value)
+
+
+def _flag(config: Mapping, key: str) -> bool:
+    value = config.get(key, False)
+    if not isinstance(value, bool):
+        raise SourceConfigError(f"configuration {key!r} must be true or false")
     return value
 
 
@@ -263,18 +474,14 @@ def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> N
     and listed among the run's rejections; the other targets are stored all the same. Only a
     run where every target is down fails.
     """
-    urls = _config(source, "urls", list)
-    timeout_s = float(source.config.get("timeout_s", 10))
+    settings_ = source_settings(source)
     targets: dict[str, dict] = {}
     failures = []
-    for entry in urls:
-        url, hostname = (
-            (entry, "") if isinstance(entry, str) else (entry.get("url", ""), entry.get("hostname", ""))
-        )
+    for url, hostname in settings_.targets:
         error = _scrape_target(
-            source, recorder, now, url=str(url), hostname=str(hostname), timeout_s=timeout_s
+            source, recorder, now, url=url, hostname=hostname, timeout_s=settings_.timeout_s
         )
-        targets[str(url)] = {
+        targets[url] = {
             "health": "down" if error else "up",
             "last_scrape": now.isoformat(),
             "last_error": error,
@@ -282,7 +489,7 @@ def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> N
         if error:
             failures.append(error)
     recorder.state = {**source.state, "targets": targets}
-    if failures and len(failures) == len(urls):
+    if failures and len(failures) == len(settings_.targets):
         raise SourceUnavailable("; ".join(failures[:5]))
     # Targets that are down while others are up: counted like rejected input, and kept within
     # the same cap on listed rejections.
@@ -322,15 +529,10 @@ def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime
     """Ask Prometheus for [watermark, now - lag): an outage is backfilled on the next run."""
     from efficiency.collectors import prometheus
 
-    # lag_s and initial_backfill_days are the portal's own; the rest is the collector's.
-    own = {k: v for k, v in source.config.items() if k not in {"lag_s", "initial_backfill_days"}}
-    try:
-        config = prometheus.PrometheusConfig.from_dict(own)
-    except (TypeError, ValueError) as error:
-        raise SourceConfigError(str(error)) from error
-    lag = timedelta(seconds=int(source.config.get("lag_s", 60)))
-    end = now - lag
-    start = source.watermark or (end - timedelta(days=int(source.config.get("initial_backfill_days", 7))))
+    settings_ = source_settings(source)
+    config = settings_.query
+    end = now - timedelta(seconds=settings_.lag_s)
+    start = source.watermark or (end - timedelta(days=settings_.initial_backfill_days))
     recorder.run.window_start, recorder.run.window_end = start, end
     if end <= start:
         return
@@ -428,9 +630,10 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
     """Read sacct output for [watermark - overlap, now): running jobs are seen again until done."""
     from efficiency.collectors import slurm
 
-    overlap = timedelta(hours=int(source.config.get("overlap_hours", 24)))
+    settings_ = source_settings(source)
+    overlap = timedelta(hours=settings_.overlap_hours)
     since = (source.watermark or now - INITIAL_BACKFILL) - overlap
-    tz = ZoneInfo(source.config.get("timezone", "UTC"))
+    tz = settings_.timezone
     # sacct reads -S/-E and prints times in its process's local time zone. Django sets TZ to the
     # display zone for its own process, so say which zone the Slurm side uses.
     text = _read_text(
@@ -459,6 +662,7 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
 def _collect_kubernetes(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
     from efficiency.collectors.kubernetes import parse_kubernetes_jobs
 
+    source_settings(source)  # refuses a configuration a run cannot use, naming the key
     text = _read_text(source, since=now, until=now, command=None)
     parsed = parse_kubernetes_jobs(text)
     result = jobs_ingest(cluster=source.cluster, source=JobSource.KUBERNETES, records=parsed.records, now=now)
@@ -521,8 +725,7 @@ def _collect_log_files(source: DataSource, recorder: RunRecorder, now: datetime)
     """Tail the watched directory; chunks and the new cursors are saved in one transaction."""
     from efficiency.collectors.logfiles import tail_directory
 
-    root = Path(_config(source, "root"))
-    source_path_check(root)
+    root = source_path_check(source_settings(source).root)
     if not root.is_dir():
         raise SourceUnavailable(f"log directory {root} does not exist")
     tailed = tail_directory(root, source.state.get("cursors", {}))
