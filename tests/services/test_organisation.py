@@ -57,3 +57,18 @@ def test_demo_setup_command_prints_the_logins(db, capsys):
     for username in ("admin", "committee", "head-vision", "head-radar"):
         assert username in out
     assert "s3cret" in out
+
+
+def test_the_role_groups_survive_a_flush_with_their_permissions(transactional_db):
+    """``manage.py flush`` (and the flush after every transactional test) empties auth_group; the
+    roles come back with their permissions, so a flushed portal is not one without roles."""
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    from efficiency.permissions import Role
+
+    call_command("flush", interactive=False, verbosity=0)
+    groups = {group.name: group for group in Group.objects.all()}
+    assert set(groups) == {role.value for role in Role}
+    assert groups[Role.PLATFORM_ADMIN].permissions.filter(codename="change_node").exists()
+    assert groups[Role.PLATFORM_ADMIN].permissions.filter(content_type__app_label="axes").exists()
