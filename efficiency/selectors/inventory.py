@@ -87,6 +87,15 @@ def _node_hour_sum(field: str, time_range: TimeRange) -> Subquery:
     return Subquery(rows, output_field=FloatField())
 
 
+def _capped(field: str) -> Case:
+    """A percentage capped at 100, NULL staying NULL (PostgreSQL's LEAST would skip the NULL)."""
+    return Case(
+        When(**{f"{field}__isnull": True}, then=Value(None)),
+        default=Least(F(field), Value(100.0)),
+        output_field=FloatField(),
+    )
+
+
 # The order "class" sorts in: the classes in the classifier's check order, then unknown, then
 # nodes never classified.
 _CLASS_RANK = Case(
@@ -129,11 +138,10 @@ def node_usage_list(*, user: User, time_range: TimeRange, sort: str = "hostname"
         node_class=Subquery(latest.values("node_class")[:1]),
         class_covered_hours=Subquery(latest.values("covered_hours")[:1]),
         class_cycle_end=Subquery(latest.values("cycle_end")[:1]),
-        util_pct=Least(_node_hour_sum("busy_gpu_s", time_range) * 100.0 / NullIf(sampled, 0.0), Value(100.0)),
-        coverage_pct=Least(
-            sampled * 100.0 / NullIf(_node_hour_sum("available_gpu_s", time_range), 0.0), Value(100.0)
-        ),
+        util_raw=_node_hour_sum("busy_gpu_s", time_range) * 100.0 / NullIf(sampled, 0.0),
+        coverage_raw=sampled * 100.0 / NullIf(_node_hour_sum("available_gpu_s", time_range), 0.0),
     )
+    nodes = nodes.annotate(util_pct=_capped("util_raw"), coverage_pct=_capped("coverage_raw"))
     nodes = nodes.annotate(class_rank=_CLASS_RANK)
     column = F(NODE_SORTS[key])
     order = column.desc(nulls_last=True) if descending else column.asc(nulls_last=True)
