@@ -2,7 +2,8 @@
 what the sources cannot tell about a node (PATCH)."""
 
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers as drf
 from rest_framework import viewsets
 from rest_framework.exceptions import ValidationError
@@ -14,7 +15,7 @@ from efficiency.api.common import HasPortalRole, range_or_400
 from efficiency.api.params import KnownQueryParams
 from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
 from efficiency.forms import RangeForm
-from efficiency.permissions import EVERY_ROLE, SOURCE_ADMINS
+from efficiency.permissions import NODE_EDITORS
 from efficiency.selectors.inventory import NODE_SORTS, department_list, node_list, node_usage_list
 from efficiency.selectors.jobs import job_list
 from efficiency.services.node_edits import EDITABLE_NODE_FIELDS, node_attributes_update
@@ -42,6 +43,7 @@ class NodeUsageSerializer(serializers.NodeSerializer):
         fields = [*serializers.NodeSerializer.Meta.fields, "node_class", "util_pct", "coverage_pct"]
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class DepartmentCodeField(drf.SlugRelatedField):
     """A department by code, among those the caller may see."""
 
@@ -89,9 +91,7 @@ class NodeViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
     shared pool), ``rdma_capable``, ``state_reason``; recorded in the audit trail.
     """
 
-    permission_classes = [IsAuthenticated, HasPortalRole]
-    roles = EVERY_ROLE
-    action_roles = {"partial_update": SOURCE_ADMINS}
+    roles = NODE_EDITORS  # for the edit; reading is scoped by the selectors, as for every list
     filterset_class = NodeFilter
     ordering_fields = ["hostname", "gpu_count", "state"]
     action_query_params = {"list": (RangeForm, "sort")}
@@ -106,6 +106,11 @@ class NodeViewSet(KnownQueryParams, viewsets.ReadOnlyModelViewSet):
             return node_usage_list(user=self.request.user, time_range=time_range, sort=sort)
         queryset = node_list(user=self.request.user)
         return queryset.prefetch_related("gpus") if self.action == "retrieve" else queryset
+
+    def get_permissions(self):
+        if self.action == "partial_update":
+            return [IsAuthenticated(), HasPortalRole()]
+        return super().get_permissions()
 
     def get_serializer_class(self):
         if self.action == "list":
