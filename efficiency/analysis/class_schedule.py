@@ -27,13 +27,13 @@ def first_classification_day(
     """The portal day whose nightly run first classifies the node, or ``None`` when no cycle
     can ever hold ``min_covered_hours`` (a setting larger than the cycle).
 
-    ``covered_hours`` are the starts of the node's hours with samples so far (any order). Hours
-    from the one after ``now``'s on are assumed covered. A cycle ending at midnight ``M`` is
+    ``covered_hours`` are the starts of the node's hours with samples so far (any order). The
+    hour under way and every later one are assumed covered. A cycle ending at midnight ``M`` is
     classified on the day that begins at ``M``; the first such day, from tomorrow on, whose cycle
     holds enough covered hours is the answer (today's run has already had its chance).
     """
     known = sorted(set(covered_hours))
-    first_future = now.replace(minute=0, second=0, microsecond=0) + HOUR
+    first_future = now.replace(minute=0, second=0, microsecond=0)
     for ahead in range(1, cycle_days + 2):
         cycle_end = days.day_start_after(now, ahead, zone)
         cycle_start = days.day_start_after(cycle_end, -cycle_days, zone)

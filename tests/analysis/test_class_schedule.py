@@ -19,18 +19,19 @@ def expected(covered, zone=UTC, *, min_hours=24, cycle_days=14) -> date | None:
 
 
 def test_a_node_without_samples_needs_a_whole_day_after_the_rest_of_today():
-    # 09:00-23:00 today is 15 hours (< 24); with tomorrow's 24 the cycle ending on the 22nd has 39.
+    # 08:00-23:00 today is 16 hours (< 24); with tomorrow's 24 the cycle ending on the 22nd has 40.
     assert expected([]) == date(2026, 11, 22)
 
 
 def test_hours_already_covered_count_towards_the_next_night():
-    # 11 covered hours so far (19 Nov 22:00 - 20 Nov 08:00) plus 15 more today: 26, tonight's run.
+    # 10 covered hours before this one (19 Nov 22:00 - 20 Nov 07:00) plus 16 more today from the
+    # hour under way: 26, tonight's run.
     covered = [datetime(2026, 11, 19, 22, tzinfo=UTC) + timedelta(hours=n) for n in range(11)]
     assert expected(covered) == date(2026, 11, 21)
 
 
 def test_days_are_portal_days_in_the_display_zone():
-    # 16:30 in Shanghai: 7 hours left today (until 16:00 UTC), then a whole Shanghai day; that
+    # 16:30 in Shanghai: 8 hours left today (08:00-16:00 UTC), then a whole Shanghai day; that
     # cycle ends at midnight starting 22 November, Shanghai time.
     assert expected([], SHANGHAI) == date(2026, 11, 22)
 

@@ -37,7 +37,8 @@ def outlook(client, node) -> str:
 
 def test_a_fresh_node_says_what_it_lacks_and_the_day_it_will_be_classified(client, fresh):
     client.force_login(fresh.head_a)
-    # 11 hours so far + 7 until Shanghai midnight = 18 < 24: not tonight's cycle; the next
+    # 11 hours so far (the one under way among them) + 7 until Shanghai midnight = 18 < 24: not
+    # tonight's cycle; the next
     # one (ending 22 Nov 00:00 in Shanghai) holds 42, and the run on 22 November classifies it.
     text = outlook(client, fresh.fresh)
     assert "Not classified yet: needs 24 covered hours (hours with samples) within whole days" in text
