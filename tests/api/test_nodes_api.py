@@ -5,8 +5,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from efficiency.models import NodeHour
+from efficiency.selectors.inventory import NODE_SORTS
 from tests.factories import NodeClassificationFactory, NodeFactory, NodeHourFactory
 
 NOW = datetime(2026, 11, 20, 8, 30, tzinfo=UTC)
@@ -62,6 +65,24 @@ def test_sort_orders_by_utilization_either_way(client, fleet):
         "gpu-s01",
         "gpu-b01",
     ]
+
+
+# Read-only: the client and the fleet may be shared by every example.
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    key=st.sampled_from(sorted(NODE_SORTS)), descending=st.booleans(), owner=st.sampled_from(["", "vision"])
+)
+def test_every_sort_answers_every_visible_node_once_in_order(client, fleet, key, descending, owner):
+    client.force_login(fleet.admin)
+    query = f"sort={'-' if descending else ''}{key}" + (f"&owner={owner}" if owner else "")
+    rows = listing(client, query)
+    assert sorted(row["hostname"] for row in rows) == (
+        ["gpu-a01"] if owner else ["gpu-a01", "gpu-b01", "gpu-s01"]
+    )
+    if key in ("utilization", "coverage"):
+        field = {"utilization": "util_pct", "coverage": "coverage_pct"}[key]
+        values = [row[field] for row in rows if row[field] is not None]
+        assert values == sorted(values, reverse=descending)
 
 
 def test_an_unknown_sort_or_range_is_a_400_naming_it(client, fleet):
