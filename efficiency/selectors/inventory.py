@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce, Least, NullIf
 from efficiency import days
 from efficiency.analysis.class_schedule import first_classification_day
 from efficiency.analysis.node_classes import NODE_CLASSES, UNKNOWN, ClassThresholds
-from efficiency.choices import JobState
+from efficiency.choices import JobState, NodeState
 from efficiency.models import Department, Job, Node, NodeClassification, NodeHour
 from efficiency.scoping import User, scope_queryset, visible_department_ids
 from efficiency.timeranges import TimeRange
@@ -161,8 +161,11 @@ class ClassOutlook:
 def node_class_outlook(*, node: Node, now: datetime) -> ClassOutlook | None:
     """For a node whose latest class is "unknown" or that was never classified: how many covered
     hours it has towards the next cycle and the day the nightly run should first classify it,
-    from its coverage so far (``efficiency.analysis.class_schedule``). None for a classified node.
+    from its coverage so far (``efficiency.analysis.class_schedule``). None for a classified or
+    retired node.
     """
+    if node.state == NodeState.RETIRED:
+        return None  # it gets no more samples, so no class is coming
     latest = NodeClassification.objects.filter(node=node).order_by("-cycle_end", "-pk").first()
     if latest is not None and latest.node_class != UNKNOWN:
         return None

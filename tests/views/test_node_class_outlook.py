@@ -66,3 +66,10 @@ def test_a_lower_threshold_from_the_settings_moves_the_day(client, fresh, settin
     client.force_login(fresh.admin)
     # 18 covered hours by Shanghai midnight: tonight's run (21 November) classifies it.
     assert "First classification expected on 2026-11-21" in outlook(client, fresh.fresh)
+
+
+def test_a_retired_node_has_no_outlook(client, fresh):
+    fresh.fresh.state = "retired"
+    fresh.fresh.save()
+    client.force_login(fresh.admin)
+    assert outlook(client, fresh.fresh) == ""
