@@ -37,3 +37,8 @@ def fault_scan_source(source_id: int) -> None:
 def quota_backtest(cycle_id: int) -> None:
     """Replay the last cycle's jobs under a proposed cycle's quotas."""
     _tasks().quota_backtest_task.delay_on_commit(cycle_id)
+
+
+def source_collect(source_id: int) -> None:
+    """Collect once from a source now (the Data sources page's "Collect now")."""
+    _tasks().collect_source_task.delay_on_commit(source_id)

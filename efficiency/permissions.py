@@ -37,6 +37,7 @@ FAULT_READERS = EVERY_ROLE
 FAULT_OPERATORS = (Role.PLATFORM_ADMIN,)  # isolate, restart, return to service, close
 
 SOURCE_ADMINS = (Role.PLATFORM_ADMIN,)  # data source pages, and pushing logs to any source
+NODE_EDITORS = (Role.PLATFORM_ADMIN,)  # a node's rack, owner, RDMA and state reason (API PATCH)
 
 
 def has_role(user: User, roles: tuple[Role, ...]) -> bool:

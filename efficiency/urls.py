@@ -40,4 +40,5 @@ urlpatterns = [
     path("faults/nodes/<int:pk>/return-to-service/", faults.node_return_view, name="node-return-to-service"),
     path("sources/", sources.source_list_view, name="source-list"),
     path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
+    path("sources/<int:pk>/collect/", sources.source_collect_view, name="source-collect"),
 ]

@@ -19,6 +19,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from efficiency.analysis.node_classes import ClassThresholds
 from portal.envutils import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -383,10 +384,24 @@ PORTAL_DISCOVERY_AUTO_ACCEPT = env_bool("PORTAL_DISCOVERY_AUTO_ACCEPT", False)
 # The demo's simulated dcgm-exporter (manage.py simulate serve) listens here.
 PORTAL_SIMULATOR_PORT = env_int("PORTAL_SIMULATOR_PORT", 9400)
 # The planning cycle (the GPU committee meets every two weeks) and node class thresholds
-# (efficiency.analysis.node_classes.ClassThresholds: idle_util_pct, idle_hour_share,
-# hot_util_pct, hot_hour_share, fluctuation_pct, min_covered_hours).
+# (efficiency.analysis.node_classes.ClassThresholds, whose checks reject a value out of range at
+# start-up): an hour is idle below PORTAL_NODE_IDLE_UTIL_PCT and hot above
+# PORTAL_NODE_HOT_UTIL_PCT; a node is idle / hot when at least that share (0-1) of its covered
+# hours is, fluctuating when the hourly std-dev reaches PORTAL_NODE_FLUCTUATION_PCT points, and
+# "unknown" with fewer than PORTAL_NODE_MIN_COVERED_HOURS covered hours in the cycle.
 PORTAL_CYCLE_DAYS = env_int("PORTAL_CYCLE_DAYS", 14)
-PORTAL_NODE_CLASS_THRESHOLDS: dict[str, float] = {}
+PORTAL_NODE_CLASS_THRESHOLDS: dict[str, float] = {
+    "idle_util_pct": env_float("PORTAL_NODE_IDLE_UTIL_PCT", 1.0),
+    "idle_hour_share": env_float("PORTAL_NODE_IDLE_HOUR_SHARE", 0.8),
+    "hot_util_pct": env_float("PORTAL_NODE_HOT_UTIL_PCT", 80.0),
+    "hot_hour_share": env_float("PORTAL_NODE_HOT_HOUR_SHARE", 0.4),
+    "fluctuation_pct": env_float("PORTAL_NODE_FLUCTUATION_PCT", 20.0),
+    "min_covered_hours": env_int("PORTAL_NODE_MIN_COVERED_HOURS", 24),
+}
+try:  # a typo in the environment fails at start-up, not at the first nightly classification
+    ClassThresholds(**PORTAL_NODE_CLASS_THRESHOLDS)
+except ValueError as error:
+    raise ImproperlyConfigured(f"Node class thresholds: {error}") from None
 # Quota planning (efficiency.analysis.quotas): the next cycle's guarantee is this percentile of
 # last cycle's hourly demand, moved at most PORTAL_QUOTA_MAX_CHANGE_PCT per cycle, at least
 # PORTAL_QUOTA_FLOOR_GPUS, and all guarantees of a GPU model together at most

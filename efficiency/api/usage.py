@@ -1,5 +1,6 @@
 """Usage API: utilization and allocation over a range, and idle allocations."""
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -9,7 +10,7 @@ from efficiency.analysis.usage import UsageTotals
 from efficiency.api import serializers
 from efficiency.api.common import range_or_400
 from efficiency.api.params import KnownQueryParams
-from efficiency.forms import RangeForm
+from efficiency.forms import ClusterForm, RangeForm
 from efficiency.selectors import usage
 
 
@@ -25,36 +26,60 @@ def _usage_payload(totals: UsageTotals) -> dict:
     }
 
 
+def cluster_from_request(params):
+    """``?cluster=<slug>`` as the overview page reads it: (cluster or None for all, error or None)."""
+    form = ClusterForm(params)
+    slug = form.cleaned_data["cluster"] if form.is_valid() else None
+    if form.is_valid() and not slug:
+        return None, None
+    cluster = usage.cluster_by_slug(slug) if slug else None
+    if cluster is None:
+        known = ", ".join(key for key, _name in usage.cluster_choices())
+        message = _("There is no cluster “%(slug)s”; the clusters are: %(known)s.")
+        return None, message % {"slug": params.get("cluster", ""), "known": known}
+    return cluster, None
+
+
 class UsageSummaryView(KnownQueryParams, APIView):
     """Utilization and allocation over a range (``?range=7d`` or ``?range=custom&start=&end=``):
-    the total over what the caller may see, per department, and the series per hour or day.
+    the total over what the caller may see, per department, the shared pool (nodes no
+    department owns; null for a department head), and the series per hour or day. Of one
+    cluster with ``?cluster=<slug>`` (an unknown slug is a 400), else of every cluster summed.
 
     Ratios are 0-1; ``utilization`` is null where nothing was sampled (unknown, not zero).
     """
 
-    query_params = (RangeForm,)
+    query_params = (RangeForm, ClusterForm)
 
     @extend_schema(responses=dict)
     def get(self, request):
         time_range = range_or_400(request.query_params)
+        cluster, error = cluster_from_request(request.query_params)
+        if error:
+            raise ValidationError({"cluster": [error]})
         user = request.user
+        shared_pool = usage.shared_pool_usage(user=user, time_range=time_range, cluster=cluster)
         return Response(
             {
                 "start": time_range.start,
                 "end": time_range.end,
                 "bucket": time_range.bucket,
-                "total": _usage_payload(usage.cluster_usage(user=user, time_range=time_range)),
+                "cluster": cluster.slug if cluster else None,
+                "total": _usage_payload(
+                    usage.cluster_usage(user=user, time_range=time_range, cluster=cluster)
+                ),
                 "departments": [
                     {"code": row.department.code, "name": row.department.name, **_usage_payload(row.totals)}
-                    for row in usage.department_usage_list(user=user, time_range=time_range)
+                    for row in usage.department_usage_list(user=user, time_range=time_range, cluster=cluster)
                 ],
+                "shared_pool": None if shared_pool is None else _usage_payload(shared_pool),
                 "series": [
                     {
                         "time": point.time,
                         "gpus_allocated": point.gpus_allocated,
                         **_usage_payload(point.totals),
                     }
-                    for point in usage.cluster_usage_series(user=user, time_range=time_range)
+                    for point in usage.cluster_usage_series(user=user, time_range=time_range, cluster=cluster)
                 ],
             }
         )

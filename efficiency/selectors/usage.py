@@ -20,6 +20,7 @@ from efficiency import days
 from efficiency.analysis.idle import IdleHour, IdleStretch, find_idle_stretches
 from efficiency.analysis.usage import UsageTotals
 from efficiency.models import (
+    Cluster,
     Department,
     GpuSample,
     Job,
@@ -61,18 +62,33 @@ def node_hours(*, user: User, time_range: TimeRange) -> QuerySet[NodeHour]:
     return scope_queryset(NodeHour.objects.between(time_range.start, time_range.end), user)
 
 
-def _scope_hours(*, user: User, time_range: TimeRange) -> QuerySet[ScopeHour]:
+def cluster_by_slug(slug: str) -> Cluster | None:
+    """One cluster by slug; None when there is none."""
+    return Cluster.objects.filter(slug=slug).first()
+
+
+def cluster_choices() -> list[tuple[str, str]]:
+    """Every cluster as (slug, name), for a cluster select."""
+    return list(Cluster.objects.order_by("name").values_list("slug", "name"))
+
+
+def _in_cluster(rows: QuerySet, cluster: Cluster | None) -> QuerySet:
+    return rows if cluster is None else rows.filter(cluster=cluster)
+
+
+def _scope_hours(*, user: User, time_range: TimeRange, cluster: Cluster | None = None) -> QuerySet[ScopeHour]:
     """The whole-scope rows a user's totals are made of: the cluster rows for those who see
-    every department, their departments' rows for a head."""
-    rows = ScopeHour.objects.between(time_range.start, time_range.end)
+    every department, their departments' rows for a head; of one cluster, or of all summed."""
+    rows = _in_cluster(ScopeHour.objects.between(time_range.start, time_range.end), cluster)
     if sees_all_departments(user):
         return rows.filter(department__isnull=True)
     return scope_queryset(rows, user)
 
 
-def cluster_usage(*, user: User, time_range: TimeRange) -> UsageTotals:
-    """Totals over every node the user may see (the whole cluster for the committee)."""
-    return _totals(_scope_hours(user=user, time_range=time_range).aggregate(**_NODE_SUMS))
+def cluster_usage(*, user: User, time_range: TimeRange, cluster: Cluster | None = None) -> UsageTotals:
+    """Totals over every node the user may see (the whole cluster for the committee); of one
+    cluster, or of every cluster summed when ``cluster`` is None."""
+    return _totals(_scope_hours(user=user, time_range=time_range, cluster=cluster).aggregate(**_NODE_SUMS))
 
 
 @dataclass(frozen=True)
@@ -111,9 +127,11 @@ def _series(rows: QuerySet, time_range: TimeRange) -> list[UsagePoint]:
     return [UsagePoint(row["bucket"], _totals(row), row["hours"] * 3600) for row in rows]
 
 
-def cluster_usage_series(*, user: User, time_range: TimeRange) -> list[UsagePoint]:
+def cluster_usage_series(
+    *, user: User, time_range: TimeRange, cluster: Cluster | None = None
+) -> list[UsagePoint]:
     """Totals per hour (ranges up to a week) or day: utilization trend and water level."""
-    return _series(_scope_hours(user=user, time_range=time_range), time_range)
+    return _series(_scope_hours(user=user, time_range=time_range, cluster=cluster), time_range)
 
 
 @dataclass(frozen=True)
@@ -129,19 +147,27 @@ class DepartmentUsage:
         return self.unplaced_gpu_s / 3600
 
 
-def _department_hours(user: User, time_range: TimeRange) -> QuerySet[ScopeHour]:
+def _department_hours(
+    user: User, time_range: TimeRange, cluster: Cluster | None = None
+) -> QuerySet[ScopeHour]:
     return scope_queryset(
-        ScopeHour.objects.between(time_range.start, time_range.end).filter(department__isnull=False), user
+        _in_cluster(ScopeHour.objects.between(time_range.start, time_range.end), cluster).filter(
+            department__isnull=False
+        ),
+        user,
     )
 
 
-def department_usage_list(*, user: User, time_range: TimeRange) -> list[DepartmentUsage]:
-    """Per department: owned GPU-hours and coverage, its jobs' allocated and busy GPU-hours."""
+def department_usage_list(
+    *, user: User, time_range: TimeRange, cluster: Cluster | None = None
+) -> list[DepartmentUsage]:
+    """Per department: owned GPU-hours and coverage, its jobs' allocated and busy GPU-hours (in
+    one cluster, or in all of them)."""
+    rows = _department_hours(user, time_range, cluster)
     sums = {
-        row["department"]: _totals(row)
-        for row in _department_hours(user, time_range).values("department").annotate(**_NODE_SUMS).order_by()
+        row["department"]: _totals(row) for row in rows.values("department").annotate(**_NODE_SUMS).order_by()
     }
-    unplaced = unplaced_allocation(user=user, time_range=time_range)
+    unplaced = unplaced_allocation(user=user, time_range=time_range, cluster=cluster)
     departments = scope_queryset(Department.objects.all(), user)
     return [
         DepartmentUsage(department, sums.get(department.pk, UsageTotals()), unplaced.get(department.pk, 0.0))
@@ -149,20 +175,25 @@ def department_usage_list(*, user: User, time_range: TimeRange) -> list[Departme
     ]
 
 
-def _unplaced_job_hours(user: User, time_range: TimeRange) -> QuerySet[JobHour]:
-    """Hours of jobs without node placement: linked to no node at all."""
+def _unplaced_job_hours(
+    user: User, time_range: TimeRange, cluster: Cluster | None = None
+) -> QuerySet[JobHour]:
+    """Hours of jobs without node placement: linked to no node at all (of one cluster, or all)."""
     placed = Job.nodes.through.objects.filter(job_id=OuterRef("job_id"))
-    return scope_queryset(
-        JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user
-    ).filter(~Exists(placed))
+    rows = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
+    if cluster is not None:
+        rows = rows.filter(job__cluster=cluster)
+    return rows.filter(~Exists(placed))
 
 
-def unplaced_allocation(*, user: User, time_range: TimeRange) -> dict[int | None, float]:
+def unplaced_allocation(
+    *, user: User, time_range: TimeRange, cluster: Cluster | None = None
+) -> dict[int | None, float]:
     """Allocated GPU-seconds of jobs without node placement, per department (``None``: jobs of
     no known department). Node-level figures leave these out: their placement is unknown."""
     return {
         row["department"]: row["allocated"] or 0.0
-        for row in _unplaced_job_hours(user, time_range)
+        for row in _unplaced_job_hours(user, time_range, cluster)
         .values("department")
         .annotate(allocated=Sum("allocated_gpu_s"))
         .order_by()
@@ -421,22 +452,33 @@ def idle_stretches_reference(
     return find_idle_stretches(rows, min_hours=min_hours)
 
 
-def node_class_counts(*, user: User) -> tuple[dict[str, int], datetime | None]:
-    """Nodes per class in the latest classification cycle, and that cycle's end."""
-    latest = (
-        scope_queryset(NodeClassification.objects.all(), user)
-        .order_by("-cycle_end")
-        .values_list("cycle_end", flat=True)
-        .first()
-    )
+def node_class_counts(
+    *, user: User, cluster: Cluster | None = None
+) -> tuple[dict[str, int], datetime | None]:
+    """Nodes per class in the latest classification cycle (of one cluster, or of all), and that
+    cycle's end."""
+    rows = scope_queryset(NodeClassification.objects.all(), user)
+    if cluster is not None:
+        rows = rows.filter(node__cluster=cluster)
+    latest = rows.order_by("-cycle_end").values_list("cycle_end", flat=True).first()
     if latest is None:
         return {}, None
     counts: dict[str, int] = defaultdict(int)
-    for node_class in scope_queryset(NodeClassification.objects.filter(cycle_end=latest), user).values_list(
-        "node_class", flat=True
-    ):
+    for node_class in rows.filter(cycle_end=latest).values_list("node_class", flat=True):
         counts[node_class] += 1
     return dict(counts), latest
+
+
+def shared_pool_usage(
+    *, user: User, time_range: TimeRange, cluster: Cluster | None = None
+) -> UsageTotals | None:
+    """The nodes no department owns (the shared pool), as a whole: their capacity and coverage,
+    and what any job held and used on them, from their hourly rollups. ``None`` for a user who
+    does not see every department (a head's view has no shared pool row)."""
+    if not sees_all_departments(user):
+        return None
+    rows = _in_cluster(NodeHour.objects.between(time_range.start, time_range.end), cluster)
+    return _totals(rows.filter(owner_department__isnull=True).aggregate(**_NODE_SUMS))
 
 
 def node_usage(*, node: Node, time_range: TimeRange) -> UsageTotals:

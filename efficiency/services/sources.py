@@ -743,6 +743,8 @@ _COLLECTORS: dict[str, Callable[[DataSource, RunRecorder, datetime], None]] = {
     SourceKind.KUBERNETES: _collect_kubernetes,
     SourceKind.LOG_FILES: _collect_log_files,
 }
+# Kinds the portal collects itself (a push or an import source only receives).
+COLLECTED_KINDS = frozenset(_COLLECTORS)
 
 
 def sources_due(*, now: datetime | None = None) -> list[int]:

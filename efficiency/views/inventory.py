@@ -3,10 +3,18 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from efficiency.choices import NodeState
+from efficiency.choices import NodeClass, NodeState
 from efficiency.filters import DepartmentFilter, NodeFilter
 from efficiency.forms import time_range_from_request
-from efficiency.selectors.inventory import department_get, department_list, node_get, node_list
+from efficiency.selectors.inventory import (
+    NODE_SORTS,
+    department_get,
+    department_list,
+    node_class_outlook,
+    node_get,
+    node_list,
+    node_usage_list,
+)
 from efficiency.selectors.jobs import job_list
 from efficiency.selectors.queue import queue_summary, started_wait_stats
 from efficiency.selectors.usage import (
@@ -61,6 +69,10 @@ def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
     return render(request, "efficiency/inventory/department_detail.html", context)
 
 
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 NODE_CSV_COLUMNS = [
     (_("Hostname"), lambda node: node.hostname),
     (_("Cluster"), lambda node: node.cluster.slug),
@@ -70,22 +82,47 @@ NODE_CSV_COLUMNS = [
     (_("Fault domain"), lambda node: node.fault_domain),
     (_("State"), lambda node: choice_label(NodeState, node.state)),
     (_("Owner"), lambda node: node.owner_department.code if node.owner_department else _("Shared pool")),
+    (_("Class"), lambda node: choice_label(NodeClass, node.node_class) if node.node_class else ""),
+    (_("Utilization (%)"), lambda node: _rounded(node.util_pct)),
+    (_("Coverage (%)"), lambda node: _rounded(node.coverage_pct)),
 ]
+
+DEFAULT_NODE_SORT = "hostname"
 
 
 def node_list_view(request: HttpRequest) -> HttpResponse:
-    return render_filtered_list(
+    """Nodes with their class and their utilization and coverage over a range (7 days unless
+    chosen), filtered as the API filters, sorted by any column (``?sort=utilization``,
+    ``?sort=-coverage``)."""
+    template = "efficiency/inventory/node_list.html"
+    form, time_range = time_range_from_request(request.GET)
+    if time_range is None:
+        return render(request, template, {"range_form": form, "range_invalid": True}, status=400)
+    sort = request.GET.get("sort") or DEFAULT_NODE_SORT
+    sort_error = None
+    if sort.removeprefix("-") not in NODE_SORTS:
+        sort_error = _("Cannot sort by “%(sort)s”; sort by one of: %(allowed)s.") % {
+            "sort": sort,
+            "allowed": ", ".join(NODE_SORTS),
+        }
+        sort = DEFAULT_NODE_SORT
+    response = render_filtered_list(
         request,
-        template="efficiency/inventory/node_list.html",
+        template=template,
         filterset_class=NodeFilter,
-        queryset=node_list(user=request.user),
-        csv_columns=NODE_CSV_COLUMNS,
+        queryset=node_usage_list(user=request.user, time_range=time_range, sort=sort),
+        csv_columns=None if sort_error else NODE_CSV_COLUMNS,
         csv_name="nodes",
+        context={"range_form": form, "time_range": time_range, "sort": sort, "sort_error": sort_error},
     )
+    if sort_error:
+        response.status_code = 400
+    return response
 
 
 def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """A node: its GPUs, class history, usage over the range, per-GPU activity, jobs."""
+    """A node: its GPUs, class history (or when it will first be classified), usage over the
+    range, per-GPU activity, jobs."""
     node = get_or_404(node_get, user=request.user, pk=pk)
     form, time_range = time_range_from_request(request.GET)
     context = {
@@ -94,6 +131,7 @@ def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
         "time_range": time_range,
         "jobs": job_list(user=request.user).filter(nodes=node)[:20],
         "classifications": node_classification_history(node=node),
+        "class_outlook": node_class_outlook(node=node, now=timezone.now()),
     }
     if time_range is None:
         return render(request, "efficiency/inventory/node_detail.html", context, status=400)

@@ -8,7 +8,7 @@ from django.utils.translation import gettext as _
 from efficiency.analysis.usage import UsageTotals, change_points, percent
 from efficiency.charts import usage as charts
 from efficiency.choices import NodeClass
-from efficiency.forms import time_range_from_request
+from efficiency.forms import ClusterForm, time_range_from_request
 from efficiency.permissions import USAGE_OVERVIEW_READERS
 from efficiency.selectors import usage
 from efficiency.selectors.quotas import capacity_alert_list
@@ -69,26 +69,56 @@ def water_level_figure(points: list[usage.UsagePoint]):
     )
 
 
+def cluster_from_request(params) -> tuple:
+    """``?cluster=<slug>``: (the cluster, or None for every cluster; an error message or None)."""
+    form = ClusterForm(params)
+    if form.is_valid() and not form.cleaned_data["cluster"]:
+        return None, None
+    cluster = usage.cluster_by_slug(form.cleaned_data["cluster"]) if form.is_valid() else None
+    if cluster is None:
+        known = ", ".join(key for key, _name in usage.cluster_choices())
+        message = _("There is no cluster “%(slug)s”; the clusters are: %(known)s.")
+        return None, message % {"slug": params.get("cluster", ""), "known": known}
+    return cluster, None
+
+
 @role_required(*USAGE_OVERVIEW_READERS)
 def cluster_overview_view(request: HttpRequest) -> HttpResponse:
-    """Cluster-wide utilization, allocation, water level, departments and node classes."""
+    """Cluster-wide utilization, allocation, water level, departments and node classes; of one
+    cluster (``?cluster=<slug>``) or of every cluster summed."""
     template = "efficiency/usage/overview.html"
     form, time_range, invalid = range_or_400(request, template)
     if invalid:
         return invalid
+    clusters = usage.cluster_choices()
+    cluster, cluster_error = cluster_from_request(request.GET)
+    if cluster_error:
+        context = {
+            "range_form": form,
+            "range_invalid": True,
+            "clusters": clusters,
+            "cluster_error": cluster_error,
+        }
+        return render(request, template, context, status=400)
     user = request.user
-    totals = usage.cluster_usage(user=user, time_range=time_range)
-    previous = usage.cluster_usage(user=user, time_range=time_range.previous())
-    departments = usage.department_usage_list(user=user, time_range=time_range)
+    totals = usage.cluster_usage(user=user, time_range=time_range, cluster=cluster)
+    previous = usage.cluster_usage(user=user, time_range=time_range.previous(), cluster=cluster)
+    departments = usage.department_usage_list(user=user, time_range=time_range, cluster=cluster)
+    shared_pool = usage.shared_pool_usage(user=user, time_range=time_range, cluster=cluster)
     if request.GET.get("export") == "csv":
-        return department_usage_csv(departments, time_range)
-    class_counts, classified_until = usage.node_class_counts(user=user)
+        return department_usage_csv(
+            departments, time_range, cluster=cluster, shared_pool=shared_pool, total=totals
+        )
+    class_counts, classified_until = usage.node_class_counts(user=user, cluster=cluster)
     ranked = sorted(departments, key=lambda d: d.totals.utilization or 0, reverse=True)
     context = {
         "range_form": form,
         "time_range": time_range,
+        "clusters": clusters,
+        "cluster": cluster,
         **usage_cards_context(totals, previous),
         "departments": departments,
+        "shared_pool": shared_pool,
         "department_figure": charts.department_utilization_figure(
             [d.department.name for d in ranked],
             [percent(d.totals.utilization) for d in ranked],
@@ -104,14 +134,47 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
         "classified_until": classified_until,
         "alerts": capacity_alert_list(user=user),
     }
-    points = usage.cluster_usage_series(user=user, time_range=time_range)
+    points = usage.cluster_usage_series(user=user, time_range=time_range, cluster=cluster)
     context.update(trend_figure=trend_figure(points), water_level_figure=water_level_figure(points))
     return render(request, template, context)
 
 
-def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: TimeRange) -> HttpResponse:
+def department_usage_csv(
+    departments: list[usage.DepartmentUsage],
+    time_range: TimeRange,
+    *,
+    cluster=None,
+    shared_pool: UsageTotals | None = None,
+    total: UsageTotals | None = None,
+) -> HttpResponse:
+    """The overview's department table as CSV, with the shared pool's row (nodes no department
+    owns) and the total when the reader sees every department, so that a cluster whose nodes
+    are all unowned still exports its figures."""
+
+    def row(name: str, code: str, totals: UsageTotals, unplaced: float | None) -> list:
+        return [
+            name,
+            code,
+            round(totals.available_gpu_hours, 1),
+            round(totals.allocated_gpu_hours, 1),
+            round(totals.busy_gpu_hours, 1),
+            percent(totals.allocation_rate),
+            percent(totals.utilization),
+            percent(totals.coverage),
+            "" if unplaced is None else round(unplaced, 1),
+        ]
+
+    # Jobs whose scheduler named no node count for their department only: the shared pool is
+    # nodes, so it has no such share, and the total's is the departments' sum.
+    rows = [row(d.department.name, d.department.code, d.totals, d.unplaced_gpu_hours) for d in departments]
+    if shared_pool is not None:
+        rows.append(row(_("Shared pool (unowned nodes)"), "", shared_pool, None))
+        if total is not None:
+            unplaced = sum(d.unplaced_gpu_hours for d in departments)
+            rows.append(row(_("Total"), "", total, unplaced))
+    stem = "department-usage" if cluster is None else f"department-usage-{cluster.slug}"
     return csv_response(
-        csv_filename("department-usage", time_range),
+        csv_filename(stem, time_range),
         [
             _("Department"),
             _("Code"),
@@ -123,20 +186,7 @@ def department_usage_csv(departments: list[usage.DepartmentUsage], time_range: T
             _("Coverage (%)"),
             _("Allocated GPU-hours, placement unknown"),
         ],
-        [
-            [
-                d.department.name,
-                d.department.code,
-                round(d.totals.available_gpu_hours, 1),
-                round(d.totals.allocated_gpu_hours, 1),
-                round(d.totals.busy_gpu_hours, 1),
-                percent(d.totals.allocation_rate),
-                percent(d.totals.utilization),
-                percent(d.totals.coverage),
-                round(d.unplaced_gpu_hours, 1),
-            ]
-            for d in departments
-        ],
+        rows,
     )
 
 

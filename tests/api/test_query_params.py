@@ -81,7 +81,15 @@ def endpoints(ids: dict) -> dict[str, dict[str, str]]:
     return {
         "/api/v1/departments/": {**page, **departments, "ordering": "-code"},
         "/api/v1/departments/vision/": departments,
-        "/api/v1/nodes/": {**page, **nodes, "ordering": "hostname"},
+        "/api/v1/nodes/": {
+            **page,
+            **nodes,
+            "ordering": "hostname",
+            "sort": "-utilization",
+            "range": "custom",
+            "start": "2026-11-01",
+            "end": "2026-11-14",
+        },
         f"/api/v1/nodes/{ids['node']}/": nodes,
         "/api/v1/jobs/": {**page, **jobs, "ordering": "-gpu_count"},
         f"/api/v1/jobs/{ids['job']}/": jobs,
@@ -96,7 +104,12 @@ def endpoints(ids: dict) -> dict[str, dict[str, str]]:
         f"/api/v1/quotas/{ids['quota']}/": {},
         "/api/v1/capacity-alerts/": {**page, "open": "false"},
         "/api/v1/quota-overview/": {"cluster": ids["cluster"]},
-        "/api/v1/usage/": {"range": "custom", "start": "2026-11-01", "end": "2026-11-14"},
+        "/api/v1/usage/": {
+            "range": "custom",
+            "start": "2026-11-01",
+            "end": "2026-11-14",
+            "cluster": ids["cluster"],
+        },
         "/api/v1/usage/idle-allocations/": {
             "range": "30d",
             "min_hours": "3",

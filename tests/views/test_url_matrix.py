@@ -108,6 +108,8 @@ MATRIX = {
     "api:job-detail": ("get", lambda o: f"/api/v1/jobs/{o.job_a.pk}/", API_A_ONLY),
     "efficiency:source-list": ("get", lambda o: "/sources/", ADMIN_PAGE),
     "efficiency:source-detail": ("get", lambda o: f"/sources/{o.source.pk}/", ADMIN_PAGE),
+    # A push source is not collected: refused with a message on the sources page (a redirect).
+    "efficiency:source-collect": ("post", lambda o: f"/sources/{o.source.pk}/collect/", ADMIN_ACTION),
     "api:usage-summary": ("get", lambda o: "/api/v1/usage/?range=24h", API),
     "api:idle-allocations": ("get", lambda o: "/api/v1/usage/idle-allocations/", API),
     # The client posts an empty multipart form: admitted, and refused as not NDJSON (no good line).

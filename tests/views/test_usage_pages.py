@@ -62,10 +62,14 @@ def test_overview_csv_has_every_department_with_the_pages_numbers(client, sample
     response = client.get("/usage/?range=24h&export=csv")
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(response.getvalue().decode("utf-8-sig"))))
-    by_code = {row["Code"]: row for row in rows}
+    by_code = {row["Code"]: row for row in rows if row["Code"]}
     assert set(by_code) == {"vision", "radar"}
     assert by_code["vision"]["Utilization (%)"] == "40.0"
     assert by_code["vision"]["Busy GPU-hours"] == "3.2"  # 8 GPUs x 1 h x 40%
+    # Then the shared pool (no unowned node here: nothing) and the total, which is vision's hour.
+    assert [row["Department"] for row in rows[-2:]] == ["Shared pool (unowned nodes)", "Total"]
+    assert rows[-2]["Available GPU-hours"] == "0.0"
+    assert rows[-1]["Busy GPU-hours"] == "3.2"
 
 
 def test_csv_cells_that_look_like_formulas_are_defused(client, sampled):
