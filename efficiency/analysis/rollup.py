@@ -121,7 +121,8 @@ def rollup_node_hour(
     - allocated: each job's GPUs on this node x the seconds it held them in the hour (a job
       still running holds them up to ``now``); if the scheduler data claims more than is
       available, every allocation is scaled down to fit;
-    - busy and coverage come from the samples, capped at what is available;
+    - busy and coverage come from the samples; samples claiming more than is available are
+      scaled down to it as a whole, keeping their utilization;
     - a department's busy time is the node's busy time split by allocated share, and never more
       than the department held; busy time without any allocation stays unattributed;
     - each job's busy time is split the same way (exact when a job has the node to itself).
@@ -149,7 +150,11 @@ def rollup_node_hour(
     if totals is None:
         totals = SampleTotals(0.0, 0.0, 0.0, 0.0, 0)
     sampled = min(totals.sampled_gpu_s, available)
-    busy = min(totals.busy_gpu_s, sampled)
+    # Samples claiming more time than the hour holds (overlapping scrapes, a sample interval
+    # rounded up) are scaled down as a whole, so the hour keeps the utilization they report:
+    # capping only the sampled time would count the excess as busy.
+    scale = sampled / totals.sampled_gpu_s if totals.sampled_gpu_s > sampled else 1.0
+    busy = min(totals.busy_gpu_s * scale, sampled)
 
     department_rows = []
     for department_id, held_s in sorted(held.items(), key=lambda item: (item[0] is None, item[0] or 0)):
@@ -185,8 +190,8 @@ def rollup_node_hour(
         allocated_gpu_s=allocated,
         sampled_gpu_s=sampled,
         busy_gpu_s=busy,
-        gpu_util_busy_gpu_s=min(totals.gpu_util_busy_gpu_s, sampled),
-        sm_active_busy_gpu_s=min(totals.sm_active_busy_gpu_s, sampled),
+        gpu_util_busy_gpu_s=min(totals.gpu_util_busy_gpu_s * scale, sampled),
+        sm_active_busy_gpu_s=min(totals.sm_active_busy_gpu_s * scale, sampled),
         sample_count=totals.sample_count,
         fb_used_mib_avg=totals.fb_used_mib_avg,
         power_w_avg=totals.power_w_avg,

@@ -120,10 +120,24 @@ def test_overcommitted_scheduler_data_is_scaled_to_capacity():
     assert [d.allocated_gpu_s for d in departments] == [14_400, 14_400]
 
 
-def test_samples_claiming_more_than_capacity_are_capped():
+def test_samples_claiming_more_than_capacity_are_scaled_down_keeping_their_utilization():
+    # 40,000 GPU-s sampled on 8 GPUs x 3,600 s = 28,800 available: scale 0.72, so busy
+    # 39,000 x 0.72 = 28,080 and utilization stays 39,000 / 40,000 = 97.5 %.
     row, _, _ = rollup_node_hour(hour=H, node=NODE, totals=totals(40_000, 39_000), allocations=[], now=LATER)
     assert row.sampled_gpu_s == 28_800
-    assert row.busy_gpu_s == 28_800
+    assert row.busy_gpu_s == pytest.approx(28_080)
+
+
+def test_twice_covered_half_busy_hour_stays_half_busy():
+    # Two scrape jobs of the same exporter: every sample twice, 57,600 GPU-s of samples half busy.
+    # Capping only the sampled time made this hour 100 % busy (28,800 / 28,800).
+    row, _, _ = rollup_node_hour(
+        hour=H, node=NODE, totals=totals(57_600, 28_800, util=28_800, sm=14_400), allocations=[], now=LATER
+    )
+    assert row.sampled_gpu_s == 28_800
+    assert row.busy_gpu_s == pytest.approx(14_400)
+    assert row.gpu_util_busy_gpu_s == pytest.approx(14_400)
+    assert row.sm_active_busy_gpu_s == pytest.approx(7_200)
 
 
 @pytest.mark.parametrize("gpus", [0, -1])
