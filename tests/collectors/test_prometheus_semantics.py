@@ -2,7 +2,8 @@
 
 Five pods of the Alibaba GenAI serving trace (tests/fixtures/prometheus/SOURCES.md: 57 s samples, gaps,
 a pod that stops, one that lives 14 minutes) are written as dcgm-exporter series into a real Prometheus
-and collected through a Prometheus source, one node per pod. A plain ``query_range`` would repeat each
+and collected through a Prometheus source into an empty inventory: the nodes (one per pod) and
+their GPUs are discovered from the series' labels alone. A plain ``query_range`` would repeat each
 sample into the next steps for up to 5 minutes (gaps filled, a tail after a series stops) and drop the
 second sample of a minute that holds two; the portal must do neither.
 
@@ -16,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from efficiency.choices import RunStatus, SourceKind
-from efficiency.models import DataSource, GpuSample, NodeHour
+from efficiency.choices import NodeState, RunStatus, SourceKind
+from efficiency.models import DataSource, Gpu, GpuSample, Node, NodeHour
 from efficiency.services.rollups import rollups_refresh
 from efficiency.services.sources import source_collect
-from tests.factories import ClusterFactory, NodeFactory
+from tests.factories import ClusterFactory
 from tests.prometheus_server import running_prometheus
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "prometheus" / "genai_duty_cycle_8h.csv"
@@ -65,9 +66,7 @@ def collected(tmp_path, transactional_db):
     # The slice ends 2 h ago: clear of the server's head block; a whole minute, as in the trace.
     start = (datetime.now(UTC) - timedelta(hours=HOURS + 2)).replace(minute=0, second=0, microsecond=0)
     start_s = int(start.timestamp())
-    cluster = ClusterFactory(slug="genai")
-    for pod in trace:
-        NodeFactory(cluster=cluster, hostname=f"genai-{pod}", gpu_count=1)
+    cluster = ClusterFactory(slug="genai")  # no nodes: the labels say which there are
     with running_prometheus(tmp_path, openmetrics_text=_openmetrics(trace, start_s)) as base_url:
         source = DataSource.objects.create(
             cluster=cluster,
@@ -106,6 +105,16 @@ def test_utilization_per_gpu_and_overall_is_the_mean_of_the_samples_written(coll
     # The time covered is the samples x 56 s (57 s apart; an hour holds up to 64 of them): never more
     # than the hours they span.
     assert sum(sampled.values()) == len(everything) * 56
+
+
+def test_the_nodes_and_gpus_are_discovered_from_the_labels_alone(collected):
+    trace, _start = collected
+    nodes = {node.hostname: node for node in Node.objects.all()}
+    assert set(nodes) == {f"genai-{pod}" for pod in trace}
+    assert {node.state for node in nodes.values()} == {NodeState.DISCOVERED}  # for an admin to confirm
+    assert {(node.gpu_count, node.gpu_model) for node in nodes.values()} == {(1, "NVIDIA A10")}
+    gpus = set(Gpu.objects.values_list("node__hostname", "index", "uuid"))
+    assert gpus == {(f"genai-{pod}", 0, f"GPU-{pod}") for pod in trace}
 
 
 def test_a_step_without_samples_has_no_reading_and_nothing_follows_the_last_sample(collected):
