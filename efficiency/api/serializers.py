@@ -77,7 +77,9 @@ class DepartmentSerializer(ModelSerializer):
     node_count = serializers.IntegerField(read_only=True)
     gpu_count = serializers.IntegerField(read_only=True)
     running_job_count = serializers.IntegerField(read_only=True)
-    running_gpu_count = serializers.IntegerField(read_only=True)
+    running_gpu_count = serializers.FloatField(
+        read_only=True, help_text="GPUs held, shares counted: 0.5 for half a GPU"
+    )
 
     class Meta:
         model = Department

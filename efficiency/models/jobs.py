@@ -9,17 +9,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.choices import Framework, JobSource, JobState
+from efficiency.gpu_shares import MILLI_PER_GPU, gpus_text
 from efficiency.models.inventory import Cluster, Department, Node
-
-MILLI_PER_GPU = 1000
-
-
-def gpus_text(gpu_milli: int) -> str:
-    """Thousandths of GPUs as a number of GPUs, without trailing zeros: 8000 → "8", 500 → "0.5"."""
-    whole, rest = divmod(gpu_milli, MILLI_PER_GPU)
-    if not rest:
-        return str(whole)
-    return f"{whole}.{rest:03d}".rstrip("0")
 
 
 class JobQuerySet(models.QuerySet):

@@ -9,6 +9,7 @@ from django.utils import timezone
 from efficiency.analysis.queue import QueueTotals
 from efficiency.analysis.usage import UsageTotals, change_points
 from efficiency.choices import IncidentStatus, JobState
+from efficiency.gpu_shares import MILLI_PER_GPU, gpus_text
 from efficiency.models import Department, Incident, Job
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.faults import incident_list
@@ -33,9 +34,38 @@ class HomeSummary:
     gpu_count: int
     shared_pool_gpu_count: int
     running_job_count: int
-    running_gpu_count: int
+    running_gpu_milli: int  # thousandths of GPUs: a job on half a shared GPU holds 500
     pending_job_count: int
-    pending_gpu_count: int
+    pending_gpu_milli: int
+
+    @property
+    def running_gpu_count(self) -> float:
+        return self.running_gpu_milli / MILLI_PER_GPU
+
+    @property
+    def pending_gpu_count(self) -> float:
+        return self.pending_gpu_milli / MILLI_PER_GPU
+
+    @property
+    def running_gpus_text(self) -> str:
+        return gpus_text(self.running_gpu_milli)
+
+    @property
+    def pending_gpus_text(self) -> str:
+        return gpus_text(self.pending_gpu_milli)
+
+    @property
+    def running_gpus_plural(self) -> int:
+        """A whole number for choosing "GPU" or "GPUs": 1 only for exactly one GPU."""
+        return _plural_count(self.running_gpu_milli)
+
+    @property
+    def pending_gpus_plural(self) -> int:
+        return _plural_count(self.pending_gpu_milli)
+
+
+def _plural_count(milli: int) -> int:
+    return milli // MILLI_PER_GPU if milli % MILLI_PER_GPU == 0 else 2
 
 
 def home_summary(*, user: User) -> HomeSummary:
@@ -51,9 +81,9 @@ def home_summary(*, user: User) -> HomeSummary:
     pending_now = Q(state=JobState.PENDING) & not_ended
     job_totals = scope_queryset(Job.objects.all(), user).aggregate(
         running=Count("pk", filter=running_now),
-        running_gpus=Sum("gpu_count", filter=running_now, default=0),
+        running_gpus=Sum("gpu_milli", filter=running_now, default=0),
         pending=Count("pk", filter=pending_now),
-        pending_gpus=Sum("gpu_count", filter=pending_now, default=0),
+        pending_gpus=Sum("gpu_milli", filter=pending_now, default=0),
     )
     return HomeSummary(
         department_count=scope_queryset(Department.objects.active(), user).count(),
@@ -61,9 +91,9 @@ def home_summary(*, user: User) -> HomeSummary:
         gpu_count=node_totals["gpus"],
         shared_pool_gpu_count=node_totals["shared"],
         running_job_count=job_totals["running"],
-        running_gpu_count=job_totals["running_gpus"],
+        running_gpu_milli=job_totals["running_gpus"],
         pending_job_count=job_totals["pending"],
-        pending_gpu_count=job_totals["pending_gpus"],
+        pending_gpu_milli=job_totals["pending_gpus"],
     )
 
 

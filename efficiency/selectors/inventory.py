@@ -60,10 +60,12 @@ def department_list(*, user: User) -> QuerySet[Department]:
         running_job_count=Coalesce(
             Subquery(running.annotate(n=Count("pk")).values("n"), output_field=IntegerField()), 0
         ),
+        # GPUs held, as a share: two jobs on halves of one shared GPU hold 1.
         running_gpu_count=Coalesce(
-            Subquery(running.annotate(n=Sum("gpu_count")).values("n"), output_field=IntegerField()),
+            Subquery(running.annotate(n=Sum("gpu_milli")).values("n"), output_field=IntegerField()),
             0,
-        ),
+        )
+        / Value(1000.0),
     )
 
 

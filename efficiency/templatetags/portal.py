@@ -10,6 +10,7 @@ from plotly.utils import PlotlyJSONEncoder
 
 from efficiency.charts.toolkit import clock_duration
 from efficiency.choices import NodeClass
+from efficiency.gpu_shares import MILLI_PER_GPU, gpus_text
 from efficiency.markdown_text import markdown_code, markdown_text
 from efficiency.times import display_time
 
@@ -147,3 +148,11 @@ def node_class_label(node_class: str) -> str:
         return NodeClass(node_class).label
     except ValueError:
         return node_class
+
+
+@register.filter
+def gpus(count: float | int | None) -> str:
+    """A number of GPUs that may hold shares, without trailing zeros: 8.0 → "8", 0.37 → "0.37"."""
+    if count is None:
+        return "—"
+    return gpus_text(round(count * MILLI_PER_GPU))
