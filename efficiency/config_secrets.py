@@ -100,13 +100,29 @@ def _non_finite(value: object, key: str) -> Iterator[str]:
             yield from _non_finite(item, f"{key}[{index}]")
 
 
+def _nul(value: object, key: str) -> Iterator[str]:
+    if isinstance(value, str) and "\x00" in value:
+        yield key
+    elif isinstance(value, Mapping):
+        for name, item in value.items():
+            shown = f"{key}.{name}" if key else str(name)
+            if "\x00" in str(name):
+                yield shown
+            yield from _nul(item, shown)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _nul(item, f"{key}[{index}]")
+
+
 def secrets_check(kind: str, config: object) -> list[str]:
     """Problems with the secrets in ``config``: a malformed env reference, one where no secret
     goes (only the keys in ``SECRET_KEYS`` are resolved), or ``MASK`` sent with nothing stored;
-    and any NaN or infinity (JSON has neither: the database refuses them)."""
+    and any NaN or infinity (JSON has neither: the database refuses them) or NUL character."""
     if not isinstance(config, Mapping):
         return []
     problems = [f"configuration {key!r} must be a finite number" for key in _non_finite(config, "")]
+    # PostgreSQL's jsonb cannot hold a NUL character: refused here rather than a failed save.
+    problems += [f"configuration {key!r} holds a NUL character" for key in _nul(config, "")]
     secret_paths = {path for _, path in secret_items(kind, config)}
     for shown, path in secret_items(kind, config):
         value = _get(config, path)

@@ -12,6 +12,7 @@ from unittest import mock
 
 import pytest
 import requests
+from django.db import DataError, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -347,15 +348,26 @@ def _unreachable(*args, **kwargs):
 def test_the_check_on_save_accepts_exactly_what_the_collector_runs_with(db, monkeypatch, kind, data):
     config = data.draw(configs(kind))
     monkeypatch.setenv("PORTAL_TEST_SECRET", ENV["PORTAL_TEST_SECRET"])
-    try:
-        source_config_validate(kind=kind, config=config)
-        valid = True
-    except SourceConfigError:
-        valid = False
+
+    def valid(config) -> bool:
+        try:
+            source_config_validate(kind=kind, config=config)
+        except SourceConfigError:
+            return False
+        return True
+
     # The collector itself, against a network that never answers: it fails, but only with a
-    # configuration error when the check refused the configuration.
+    # configuration error when the check refused the configuration it runs with.
     DataSource.objects.all().delete()
-    source = DataSource.objects.create(cluster=ClusterFactory(), kind=kind, name="s", config=config)
+    try:
+        with transaction.atomic():
+            source = DataSource.objects.create(cluster=ClusterFactory(), kind=kind, name="s", config=config)
+    except DataError:  # a NUL character: PostgreSQL cannot store it, and the check must say so
+        assert not valid(config), config
+        return
+    # What the database gives back is what runs: jsonb turns 1e16 into the integer 10**16.
+    source.refresh_from_db()
+    valid = valid(source.config)
     # Patched where requests hands a prepared request to the network: headers are checked before.
     with mock.patch("requests.adapters.HTTPAdapter.send", _unreachable):
         try:
@@ -398,3 +410,17 @@ def test_for_every_kind_the_check_on_save_agrees_with_the_run_time_reader(kind, 
         except SourceConfigError:
             outcomes.append("refused")
     assert outcomes[0] == outcomes[1] or outcomes == ["node list outside", "ok"], config
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"base_url": "http://prometheus:9090/\x00"},
+        {"base_url": "http://prometheus:9090", "labels": {"host\x00name": "Hostname"}},
+        {"base_url": "http://prometheus:9090", "auth_header": "Bearer \x00"},
+    ],
+)
+def test_a_nul_character_anywhere_is_refused_on_save_naming_the_key(config):
+    # PostgreSQL's jsonb cannot store \u0000: the admin's save failed with a server error.
+    with pytest.raises(SourceConfigError, match="NUL character"):
+        source_config_validate(kind=SourceKind.PROMETHEUS, config=config)
