@@ -11,7 +11,7 @@ from efficiency.services import faults, quotas
 from efficiency.services.classification import node_classes_refresh
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
 from efficiency.services.rollups import retention_prune, rollups_refresh
-from efficiency.services.sources import SourceUnavailable, source_collect, sources_due
+from efficiency.services.sources import SourceConfigError, SourceUnavailable, source_collect, sources_due
 
 
 @shared_task
@@ -58,7 +58,12 @@ def collect_source_task(source_id: int) -> dict:
 
     Nothing is lost while it is down: the next run starts from the source's watermark.
     """
-    run = source_collect(source_id=source_id)
+    try:
+        run = source_collect(source_id=source_id)
+    except SourceConfigError as error:
+        # Recorded on the run and logged as one warning line: a traceback every minute until an
+        # admin fixes the configuration (or sets the missing variable) would drown the log.
+        return {"status": "failed", "error": str(error)}
     if run is None:
         return {"skipped": "another worker is collecting this source"}
     if run.stored and run.source.kind in LOG_KINDS:

@@ -108,7 +108,7 @@ QUERY_KEYS = QUERY_FIELDS | {SAMPLES}
 DCGM_SENTINEL_MIN = float(2**47)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_CONFIG_KEYS = (
+CONFIG_KEYS = (
     "base_url",
     "auth_header",
     "timeout_s",
@@ -228,15 +228,15 @@ class PrometheusConfig:
         """Build a config from the JSON an admin edits; ``PrometheusConfigError`` names every problem."""
         if not isinstance(data, Mapping):
             raise PrometheusConfigError("Invalid Prometheus settings: expected a JSON object.")
-        unknown = sorted(set(data) - set(_CONFIG_KEYS))
+        unknown = sorted(set(data) - set(CONFIG_KEYS))
         if unknown:
             raise PrometheusConfigError(
                 f"Invalid Prometheus settings: unknown key(s) {', '.join(map(repr, unknown))}; "
-                f"allowed: {', '.join(_CONFIG_KEYS)}."
+                f"allowed: {', '.join(CONFIG_KEYS)}."
             )
         if "base_url" not in data:
             raise PrometheusConfigError("Invalid Prometheus settings: 'base_url' is required.")
-        kwargs: dict[str, Any] = {key: data[key] for key in _CONFIG_KEYS if key in data}
+        kwargs: dict[str, Any] = {key: data[key] for key in CONFIG_KEYS if key in data}
         if isinstance(kwargs.get("queries"), Mapping):
             kwargs["queries"] = dict(kwargs["queries"])
         if isinstance(kwargs.get("labels"), Mapping):

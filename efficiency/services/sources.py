@@ -319,10 +319,17 @@ def _prometheus_settings(config: Mapping) -> PrometheusSettings:
     from efficiency.collectors import prometheus
 
     own = {key: value for key, value in config.items() if key not in PROMETHEUS_OWN_KEYS}
+    allowed = (*prometheus.CONFIG_KEYS, *PROMETHEUS_OWN_KEYS)
+    unknown = sorted(str(key) for key in config if key not in allowed)
+    if unknown:  # named here, with the keys the portal reads besides the collector's own
+        raise SourceConfigError(
+            f"unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}"
+        )
     try:
         query = prometheus.PrometheusConfig.from_dict(own)
     except (TypeError, ValueError) as error:
-        raise SourceConfigError(str(error)) from None
+        # The message is quoted inside a sentence of its own (the form, the run): no full stop.
+        raise SourceConfigError(str(error).rstrip(".")) from None
     return PrometheusSettings(
         query=query,
         lag_s=_whole(config, "lag_s", 60, high=86_400),

@@ -424,3 +424,13 @@ def test_a_nul_character_anywhere_is_refused_on_save_naming_the_key(config):
     # PostgreSQL's jsonb cannot store \u0000: the admin's save failed with a server error.
     with pytest.raises(SourceConfigError, match="NUL character"):
         source_config_validate(kind=SourceKind.PROMETHEUS, config=config)
+
+
+def test_an_unknown_prometheus_key_is_named_with_every_key_the_portal_reads():
+    with pytest.raises(SourceConfigError) as refused:
+        source_config_validate(kind=SourceKind.PROMETHEUS, config={"base_url": "http://p:9090", "lagg_s": 0})
+    message = str(refused.value)
+    assert "unknown key(s) 'lagg_s'" in message
+    assert "lag_s" in message.split("allowed:")[1]
+    assert "initial_backfill_days" in message
+    assert not message.endswith(".")  # the form and the run quote it inside a sentence of their own
