@@ -166,3 +166,13 @@ def test_the_csv_link_downloads_the_rows_the_page_shows_in_its_order(client, fle
     assert [row["Hostname"] for row in rows] == hostnames(body) == ["gpu-s01", "gpu-z09"]
     assert (rows[0]["Utilization (%)"], rows[0]["Coverage (%)"], rows[0]["Class"]) == ("30.0", "50.0", "")
     assert rows[1]["Utilization (%)"] == ""
+
+
+def test_a_retired_node_promises_no_classification(client, fleet):
+    from efficiency.choices import NodeState
+    from efficiency.models import Node
+
+    Node.objects.filter(hostname="gpu-z09").update(state=NodeState.RETIRED)
+    client.force_login(fleet.admin)
+    body = client.get("/nodes/?state=retired").content.decode()
+    assert figures(body, "gpu-z09") == ["—", "—", "—"]
