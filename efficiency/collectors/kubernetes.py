@@ -15,6 +15,7 @@ command and args are ``<redacted>``.
 """
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -167,7 +168,8 @@ def _job_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace:
         user_name=_user(metadata),
         name=name,
         state=state,
-        gpu_count=_pod_gpus(pod_spec) * pods_at_once,
+        gpu_count=_pod_gpu_share(pod_spec)[0] * pods_at_once,
+        gpu_milli=_pod_gpu_share(pod_spec)[1] * pods_at_once,
         submitted_at=_submitted_at(metadata),
         started_at=started_at,
         ended_at=ended_at,
@@ -220,7 +222,8 @@ def _pod_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace:
         user_name=_user(metadata),
         name=name,
         state=state,
-        gpu_count=_pod_gpus(spec),
+        gpu_count=_pod_gpu_share(spec)[0],
+        gpu_milli=_pod_gpu_share(spec)[1],
         submitted_at=_submitted_at(metadata),
         started_at=_timestamp(status, "startTime"),
         ended_at=ended_at,
@@ -285,23 +288,46 @@ def _env_value(variable: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _pod_gpus(pod_spec: Mapping[str, Any]) -> int:
-    total = 0
+# MIG devices under the device plugin's "mixed" strategy: ``nvidia.com/mig-3g.20gb: 2`` asks for two
+# instances of 3 compute slices and 20 GB each (NVIDIA/k8s-device-plugin v0.7.0 release notes).
+MIG_RESOURCE = re.compile(r"nvidia\.com/mig-(?P<slices>[1-7])g\.(?P<memory>\d+)gb(?:\+me)?")
+
+
+def mig_share_milli(slices: int, memory_gb: int) -> int:
+    """Thousandths of a GPU one MIG instance holds: its compute slices of the GPU's total. A100 and
+    H100/H200 have 7 (``1g.10gb`` is 1/7); A30 has 4, and its profiles are the only ones with 6 GB
+    per slice (``1g.6gb``, ``2g.12gb``, ``4g.24gb``)."""
+    total = 4 if memory_gb == 6 * slices else 7
+    return round(1000 * min(slices, total) / total)
+
+
+def _pod_gpu_share(pod_spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(devices, thousandths of GPUs) a pod asks for: whole ``nvidia.com/gpu`` GPUs count 1,000
+    each; a MIG instance (mixed strategy) counts as one device holding its share of a GPU."""
+    devices = milli = 0
     for container in _list(pod_spec, "containers"):
         resources = _mapping(container, "resources") if isinstance(container, dict) else {}
         # Extended resources must have limits == requests when both are set; a pod may set either.
         for part in ("limits", "requests"):
-            quantity = _mapping(resources, part).get(GPU_RESOURCE)
-            if quantity is not None:
-                total += _gpu_quantity(quantity, part)
+            asked = _mapping(resources, part)
+            found = False
+            for name, quantity in asked.items():
+                if name == GPU_RESOURCE:
+                    count = _gpu_quantity(quantity, part, name)
+                    devices, milli, found = devices + count, milli + count * 1000, True
+                elif isinstance(name, str) and (mig := MIG_RESOURCE.fullmatch(name)):
+                    count = _gpu_quantity(quantity, part, name)
+                    share = mig_share_milli(int(mig["slices"]), int(mig["memory"]))
+                    devices, milli, found = devices + count, milli + count * share, True
+            if found:
                 break
-    return total
+    return devices, milli
 
 
-def _gpu_quantity(quantity: object, part: str) -> int:
+def _gpu_quantity(quantity: object, part: str, name: str = GPU_RESOURCE) -> int:
     text = str(quantity).strip()
     if not text.isdigit():
-        raise _BadItem(f"resources.{part}[{GPU_RESOURCE!r}] {quantity!r} is not a whole number of GPUs")
+        raise _BadItem(f"resources.{part}[{name!r}] {quantity!r} is not a whole number of GPUs")
     return int(text)
 
 

@@ -262,6 +262,35 @@ def test_gpu_requests_count_when_limits_are_absent():
     assert parse_items(item).records[0].gpu_count == 2
 
 
+# MIG instances under the device plugin's mixed strategy (NVIDIA/k8s-device-plugin v0.7.0 release
+# notes: "nvidia.com/mig-3g.20gb: 2"): a device each, holding its compute slices of the GPU.
+@pytest.mark.parametrize(
+    ("resources", "devices", "milli"),
+    [
+        ({"nvidia.com/mig-1g.5gb": "1"}, 1, 143),  # A100 40GB: 1 of 7 slices, 1000/7 = 142.9
+        ({"nvidia.com/mig-3g.20gb": "2"}, 2, 858),  # 2 x 3/7 = 2 x 428.6 -> 2 x 429
+        ({"nvidia.com/mig-7g.80gb": "1"}, 1, 1000),  # H100 80GB, the whole GPU
+        ({"nvidia.com/mig-1g.6gb": "1"}, 1, 250),  # A30: 1 of 4 slices
+        ({"nvidia.com/mig-2g.12gb": "1"}, 1, 500),
+        ({"nvidia.com/mig-1g.10gb+me": "1"}, 1, 143),  # with a media extension
+        ({"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "1"}, 2, 1143),
+    ],
+)
+def test_mig_instances_count_their_share_of_a_gpu(resources, devices, milli):
+    item = pod()
+    item["spec"]["containers"][0]["resources"] = {"limits": resources}
+    record = parse_items(item).records[0]
+    assert (record.gpu_count, record.gpu_milli) == (devices, milli)
+
+
+def test_a_malformed_mig_request_is_rejected_naming_the_resource():
+    item = pod()
+    item["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.5gb": "half"}}
+    outcome = parse_items(item)
+    assert not outcome.records
+    assert "nvidia.com/mig-1g.5gb" in outcome.rejected[0].reason
+
+
 def test_all_times_are_timezone_aware_utc():
     for record in [*jobs().values(), *pods().values()]:
         for moment in (record.submitted_at, record.started_at, record.ended_at):
