@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Avg, Count, Exists, F, FloatField, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, FloatField, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
@@ -532,12 +532,22 @@ def node_gpu_usage(*, user: User, node: Node, time_range: TimeRange) -> list[Gpu
     windows = _own_job_windows(user=user, node=node, time_range=time_range)
     if windows is not None:
         samples = samples.filter(windows)
+    # Each sample weighs the time it stands for (``interval_s``), as in the rollups, so a GPU's
+    # figure agrees with the node's Utilization card over the same range.
+    measured = Q(gr_engine_active_pct__isnull=False) | Q(util_pct__isnull=False)
     rows = (
         samples.values("gpu_index")
-        .annotate(activity=Avg(Cast(activity, FloatField())), samples=Count("*"))
+        .annotate(
+            busy=Sum(Cast(activity, FloatField()) * F("interval_s"), output_field=FloatField()),
+            covered=Sum("interval_s", filter=measured),
+            samples=Count("*"),
+        )
         .order_by("gpu_index")
     )
-    found = {row["gpu_index"]: row for row in rows}
+    found = {
+        row["gpu_index"]: {**row, "activity": row["busy"] / row["covered"] if row["covered"] else None}
+        for row in rows
+    }
     return [
         GpuUsage(
             index,

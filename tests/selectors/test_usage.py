@@ -220,3 +220,28 @@ def test_the_hour_under_way_is_left_out_of_the_series_not_drawn_as_a_shrinking_c
 
     assert [p.time for p in series] == [T0]
     assert [p.gpus_available for p in series] == [16.0]
+
+
+def test_a_gpus_activity_weighs_each_sample_by_the_time_it_stands_for(db):
+    """Two one-minute samples at 0 % and one two-minute sample at 90 %: the GPU was busy 108 of
+    240 s, 45 % (as the rollups and the Utilization card count it), not the samples' mean 30 %."""
+    from datetime import UTC, datetime, timedelta
+
+    from efficiency.permissions import Role
+    from efficiency.selectors.usage import node_gpu_usage
+    from efficiency.timeranges import TimeRange
+    from tests.factories import GpuSampleFactory, NodeFactory, UserFactory
+
+    node = NodeFactory(gpu_count=1)
+    start = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    for minute, value, interval in ((0, 0.0, 60), (1, 0.0, 60), (2, 90.0, 120)):
+        GpuSampleFactory(
+            node=node, gpu_index=0, ts=start + timedelta(minutes=minute), util_pct=value,
+            gr_engine_active_pct=None, interval_s=interval,
+        )  # fmt: skip
+    admin = UserFactory(username="admin-gpu-usage", role=Role.PLATFORM_ADMIN)
+    [gpu] = node_gpu_usage(
+        user=admin, node=node, time_range=TimeRange("custom", start, start + timedelta(hours=1))
+    )
+    assert gpu.utilization_pct == 45.0
+    assert gpu.samples == 3
