@@ -48,7 +48,10 @@ def test_prints_nodes_per_class_and_why_the_others_are_unknown(cluster):
     assert "Cycle 2026-11-06 – 2026-11-19 (Asia/Shanghai days); a class needs 24 covered hours." in text
     assert "ad: 3 nodes classified: idle 1, hot 1, fluctuating 0, steady 0, unknown 1" in text
     assert "unknown gpu-fresh: only 10 of 24 covered hours" in text
-    assert "not classified gpu-silent: no hourly rollups in the cycle (never sampled)" in text
+    assert (
+        "not classified gpu-silent: no hourly rollups in the cycle 2026-11-06 – 2026-11-19 "
+        "(no samples in those days)" in text
+    )
     stored = dict(NodeClassification.objects.values_list("node__hostname", "node_class"))
     assert stored == {"gpu-idle": "idle", "gpu-hot": "hot", "gpu-fresh": "unknown"}
 

@@ -54,6 +54,8 @@ class Command(BaseCommand):
                 )
                 self.stdout.write(f"  unknown {hostname}: {why}")
             for hostname in summary.unseen:
+                # Samples after the cycle (a node connected today) count from the next cycle on.
                 self.stdout.write(
-                    f"  not classified {hostname}: no hourly rollups in the cycle (never sampled)"
+                    f"  not classified {hostname}: no hourly rollups in the cycle {first} – {last} "
+                    "(no samples in those days)"
                 )
