@@ -11,9 +11,11 @@ line, by these rules:
   RDMA, the portal state (isolated, draining). A confirmed node's GPU count and model are kept
   too (Slurm calls an H100 ``h100``, dcgm-exporter ``NVIDIA H100 80GB HBM3``); a differing count
   is reported in the run's notes instead.
-- A source that lists the whole inventory (a scheduler's node list: ``complete=True``) also
-  retires the nodes it no longer lists: state ``retired``, ``in_service_until`` the moment the
-  node was last seen, ``missing_since`` set. Nothing is deleted: readings, jobs and incidents
+- A source that lists the whole inventory (a scheduler's node list: ``complete=True``) claims
+  the nodes it names (``Node.listed_by``) and retires the nodes it claimed and no longer lists:
+  state ``retired``, ``in_service_until`` the moment the node was last seen, ``missing_since``
+  set. A node it never listed is not its to retire: nodes the readings found, and the nodes of
+  a second node list in the same cluster, stay as they are. Nothing is deleted: readings, jobs and incidents
   stay. A node retired that way comes back when listed again (its state before retirement,
   ``in_service_until`` cleared). A node an admin retired by hand stays retired. An empty list
   retires nothing: a scheduler with no nodes is more likely a broken command than a cluster
@@ -88,7 +90,9 @@ def nodes_discover(
 ) -> DiscoveryResult:
     """Bring ``cluster``'s inventory in line with the nodes one source observed (rules above).
 
-    ``complete``: the source lists every node of the cluster, so a node it leaves out is gone.
+    ``complete``: the source lists every node of the cluster, so a node it listed before and
+    leaves out now is gone. Retiring needs the ``source`` (whose claim it is); without one a
+    complete list retires nothing.
     Idempotent: the same observation applied twice changes nothing the second time but
     ``last_seen_at``. Bad observations (empty or malformed hostname, GPU counts past
     ``MAX_GPUS_PER_NODE``, a hostname listed twice) are rejected one by one with the reason.
@@ -118,7 +122,7 @@ def nodes_discover(
                 if node.gpu_count == 0:
                     result.ignored.append(hostname)
                     continue
-                current, created = _node_create(cluster, node, source, now)
+                current, created = _node_create(cluster, node, source, complete, now)
                 if created:
                     _gpus_fill(current, node, {}, result)
                     result.created.append(hostname)
@@ -130,12 +134,19 @@ def nodes_discover(
             changed = _gpus_fill(current, node, node_gpus, result) or changed
             (result.updated if changed else result.unchanged).append(hostname)
         nodes_seen_mark(node_last_seen=seen)
-        if complete and named:
+        claimed = complete and source is not None
+        if claimed:  # the list's claim: it alone retires these nodes once it stops naming them
+            Node.objects.filter(pk__in=seen).exclude(listed_by=source).update(listed_by=source)
+        if claimed and named:
             for hostname, current in known.items():
-                if hostname not in named and current.state != NodeState.RETIRED:
+                if (
+                    hostname not in named
+                    and current.listed_by_id == source.pk
+                    and current.state != NodeState.RETIRED
+                ):
                     _node_retire(current, source, now)
                     result.retired.append(hostname)
-        elif complete:
+        elif complete and not named:
             result.note("the source listed no nodes: nothing retired")
     return result
 
@@ -171,7 +182,7 @@ def nodes_confirm(*, nodes: Iterable[Node], actor=None, now: datetime | None = N
 
 
 def _node_create(
-    cluster: Cluster, node: ObservedNode, source: DataSource | None, now: datetime
+    cluster: Cluster, node: ObservedNode, source: DataSource | None, complete: bool, now: datetime
 ) -> tuple[Node, bool]:
     auto = settings.PORTAL_DISCOVERY_AUTO_ACCEPT
     # get_or_create: two sources may discover the same node at the same moment.
@@ -184,6 +195,7 @@ def _node_create(
             "fault_domain": node.fault_domain[:100],
             "state": NodeState.ACTIVE if auto else NodeState.DISCOVERED,
             "discovered_by": source,
+            "listed_by": source if complete else None,
             "last_seen_at": _seen_at(node, now),
             "reported_state": node.state[:100],
             "reported_reason": node.reason[:LABEL_MAX_CHARS],

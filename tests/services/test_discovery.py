@@ -354,16 +354,103 @@ def test_the_same_observation_twice_changes_nothing_and_nothing_is_ever_deleted(
         GpuSample.objects.create(node=seed, gpu_index=0, ts=NOW, interval_s=60, util_pct=50.0)
         job = JobFactory(cluster=cluster)
         job.nodes.add(seed)
+        source = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
         ever: set[str] = {"gpu-01"}
         clock = NOW
         for observed, complete in steps:
             clock += timedelta(minutes=5)
-            nodes_discover(cluster=cluster, observed=observed, complete=complete, now=clock)
+            nodes_discover(cluster=cluster, observed=observed, source=source, complete=complete, now=clock)
             before = snapshot(cluster)
-            again = nodes_discover(cluster=cluster, observed=observed, complete=complete, now=clock)
+            again = nodes_discover(
+                cluster=cluster, observed=observed, source=source, complete=complete, now=clock
+            )
             assert snapshot(cluster) == before
             assert (again.created, again.updated, again.retired, again.returned) == ([], [], [], [])
             ever |= set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
             assert set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == ever
             assert GpuSample.objects.filter(node=seed).count() == 1
             assert list(Job.objects.get(pk=job.pk).nodes.all()) == [seed]
+
+
+# --- Two node lists and readings in one cluster: a list retires only the nodes it listed ---------
+
+
+def test_a_node_list_added_to_a_cluster_retires_none_of_the_nodes_the_readings_found(cluster, tmp_path):
+    readings = DataSource.objects.create(cluster=cluster, kind=SourceKind.PROMETHEUS, name="prometheus")
+    nodes_discover(
+        cluster=cluster,
+        observed=[node(f"hq-{i}", gpus=1) for i in range(5)],
+        source=readings,
+        now=NOW,
+    )
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|State|Submit\n")
+    slurm = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={
+            "path": str(sacct),
+            "nodes_path": str(FIXTURES / "inventory" / "scontrol_oneliner_drain_alloc.txt"),
+        },
+    )
+    source_collect(source_id=slurm.pk, now=NOW + timedelta(minutes=5))
+    states = dict(Node.objects.filter(cluster=cluster).values_list("hostname", "state"))
+    assert states == {**{f"hq-{i}": NodeState.DISCOVERED for i in range(5)}, "vm": NodeState.DISCOVERED}
+    vm = Node.objects.get(hostname="vm")
+    assert (vm.discovered_by, vm.listed_by) == (slurm, slurm)
+
+
+def test_two_node_lists_in_one_cluster_do_not_retire_each_other_s_nodes(cluster):
+    slurm = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
+    k8s = DataSource.objects.create(cluster=cluster, kind=SourceKind.KUBERNETES, name="k8s")
+    nodes_discover(cluster=cluster, observed=[node("s1"), node("s2")], source=slurm, complete=True, now=NOW)
+    result = nodes_discover(cluster=cluster, observed=[node("k1")], source=k8s, complete=True, now=NOW)
+    assert result.retired == []
+    again = nodes_discover(cluster=cluster, observed=[node("s1")], source=slurm, complete=True, now=NOW)
+    assert again.retired == ["s2"]
+    states = dict(Node.objects.filter(cluster=cluster).values_list("hostname", "state"))
+    assert states == {"s1": NodeState.DISCOVERED, "s2": NodeState.RETIRED, "k1": NodeState.DISCOVERED}
+
+
+LISTS = ("slurm", "k8s")
+
+
+@PROPERTY
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from([*LISTS, "prometheus"]), st.lists(st.sampled_from(HOSTS), max_size=4)),
+        max_size=8,
+    )
+)
+def test_a_node_is_never_retired_by_a_list_that_never_named_it_and_nothing_is_deleted(cluster, steps):
+    with rolled_back():
+        sources = {
+            "slurm": DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm"),
+            "k8s": DataSource.objects.create(cluster=cluster, kind=SourceKind.KUBERNETES, name="k8s"),
+            "prometheus": DataSource.objects.create(
+                cluster=cluster, kind=SourceKind.PROMETHEUS, name="prometheus"
+            ),
+        }
+        named: dict[str, set[str]] = {name: set() for name in LISTS}
+        ever: set[str] = set()
+        clock = NOW
+        for name, hosts in steps:
+            clock += timedelta(minutes=5)
+            result = nodes_discover(
+                cluster=cluster,
+                observed=[node(host) for host in dict.fromkeys(hosts)],
+                source=sources[name],
+                complete=name in LISTS,
+                now=clock,
+            )
+            if name in LISTS:
+                named[name] |= set(hosts)
+                assert set(result.retired) <= named[name]
+                for hostname in result.retired:
+                    retired = Node.objects.get(cluster=cluster, hostname=hostname)
+                    assert retired.state_reason == f"no longer listed by {name}"
+            else:
+                assert result.retired == []
+            ever |= set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
+            assert set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == ever
