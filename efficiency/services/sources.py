@@ -97,15 +97,19 @@ class RunRecorder:
             self.discovery_summary = result.summary()
 
     def message_finish(self) -> None:
-        """The run's message names the nodes it discovered (an admin confirms them)."""
+        """The run's message names the nodes it discovered (an admin confirms them), retired and
+        returned, first, then the run's first warning when it had one: a run with a warning
+        still tells what it did to the inventory."""
         parts = []
         if self.discovery_summary:
             parts.append(f"nodes: {self.discovery_summary}")
         elif self.discovered:
             shown = ", ".join(self.discovered[:5]) + (" …" if len(self.discovered) > 5 else "")
             parts.append(f"discovered {len(self.discovered)} new node(s): {shown}")
-        if parts and not self.run.message:
-            self.run.message = excerpt("; ".join(parts), 1000)
+        if parts:
+            self.run.message = excerpt(
+                "; ".join([*parts, self.run.message] if self.run.message else parts), 1000
+            )
 
 
 def source_claim(*, source_id: int, now: datetime) -> DataSource | None:

@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 from efficiency.choices import NodeState, SourceKind
 from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.nodes import ObservedGpu, ObservedNode
+from efficiency.collectors.records import Rejected
 from efficiency.collectors.slurm import parse_scontrol_nodes
-from efficiency.models import DataSource, Gpu, GpuSample, Job, Node, NodeStateChange
+from efficiency.models import DataSource, Gpu, GpuSample, Job, Node, NodeStateChange, SourceRun
 from efficiency.selectors.quotas import cluster_capacity
-from efficiency.services.discovery import nodes_confirm, nodes_discover
-from efficiency.services.ingest import gpu_readings_ingest
-from efficiency.services.sources import SourceConfigError, source_collect, source_config_check
+from efficiency.services.discovery import DiscoveryResult, nodes_confirm, nodes_discover
+from efficiency.services.ingest import IngestResult, gpu_readings_ingest
+from efficiency.services.sources import RunRecorder, SourceConfigError, source_collect, source_config_check
 from tests.factories import ClusterFactory, DepartmentFactory, JobFactory, NodeFactory
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -454,3 +455,14 @@ def test_a_node_is_never_retired_by_a_list_that_never_named_it_and_nothing_is_de
                 assert result.retired == []
             ever |= set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
             assert set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == ever
+
+
+def test_the_discovery_summary_is_recorded_beside_a_warning_of_the_same_run(cluster):
+    source = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
+    recorder = RunRecorder(run=SourceRun.objects.create(source=source, started_at=NOW))
+    recorder.add(IngestResult(warnings=[Rejected(reason="1 job ran on unknown node 'vm'")]))
+    recorder.add_discovery(DiscoveryResult(retired=[f"hq-{i}" for i in range(5)]))
+    recorder.message_finish()
+    assert recorder.run.message == (
+        "nodes: 0 created, 0 updated, 5 retired, 0 returned; 1 job ran on unknown node 'vm'"
+    )
