@@ -4,8 +4,10 @@
 line, by these rules:
 
 - An unknown node with GPUs is created ``discovered`` (an admin confirms it), or ``active`` with
-  ``PORTAL_DISCOVERY_AUTO_ACCEPT``. A discovered node's readings are stored and shown, but it
-  counts in no capacity, ownership or quota until confirmed (``NodeQuerySet.in_service``).
+  ``PORTAL_DISCOVERY_AUTO_ACCEPT``, in service from when it was first seen (its earliest
+  reading, or the moment a node list named it); a start of service once set is never moved.
+  A discovered node's readings are stored and shown, but it counts in no capacity, ownership
+  or quota until confirmed (``NodeQuerySet.in_service``).
 - A known node gets ``last_seen_at``, the source's own state, reason and labels, and its GPUs'
   UUIDs and PCI bus IDs. What an admin decides is never changed: owner department, fault domain,
   RDMA, the portal state (isolated, draining). A confirmed node's GPU count and model are kept
@@ -197,6 +199,8 @@ def _node_create(
             "discovered_by": source,
             "listed_by": source if complete else None,
             "last_seen_at": _seen_at(node, now),
+            # Its start of service: without one it would count as available since before any data.
+            "in_service_from": _first_seen_at(node, now),
             "reported_state": node.state[:100],
             "reported_reason": node.reason[:LABEL_MAX_CHARS],
             "source_labels": clip_labels(node.labels),
@@ -207,6 +211,13 @@ def _node_create(
 def _seen_at(node: ObservedNode, now: datetime) -> datetime:
     # A reading's time, not the run's: a backfill of last week must not make a node seen today.
     return min(node.seen_at, now) if node.seen_at is not None else now
+
+
+def _first_seen_at(node: ObservedNode, now: datetime) -> datetime:
+    # Readings: the earliest of the batch (a backfill starts the node when its data starts);
+    # a node list: the moment of listing.
+    first = node.first_seen_at or node.seen_at
+    return min(first, now) if first is not None else now
 
 
 def _node_update(current: Node, node: ObservedNode, complete: bool, now: datetime, result) -> bool:

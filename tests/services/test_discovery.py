@@ -14,10 +14,11 @@ from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.nodes import ObservedGpu, ObservedNode
 from efficiency.collectors.records import Rejected
 from efficiency.collectors.slurm import parse_scontrol_nodes
-from efficiency.models import DataSource, Gpu, GpuSample, Job, Node, NodeStateChange, SourceRun
+from efficiency.models import DataSource, Gpu, GpuSample, Job, Node, NodeHour, NodeStateChange, SourceRun
 from efficiency.selectors.quotas import cluster_capacity
 from efficiency.services.discovery import DiscoveryResult, nodes_confirm, nodes_discover
 from efficiency.services.ingest import IngestResult, gpu_readings_ingest
+from efficiency.services.rollups import rollup_hours_compute
 from efficiency.services.sources import RunRecorder, SourceConfigError, source_collect, source_config_check
 from tests.factories import ClusterFactory, DepartmentFactory, JobFactory, NodeFactory
 
@@ -466,3 +467,55 @@ def test_the_discovery_summary_is_recorded_beside_a_warning_of_the_same_run(clus
     assert recorder.run.message == (
         "nodes: 0 created, 0 updated, 5 retired, 0 returned; 1 job ran on unknown node 'vm'"
     )
+
+
+# --- Start of service ----------------------------------------------------------------------------
+
+
+def test_a_node_found_by_its_readings_is_in_service_from_its_earliest_reading(cluster):
+    dec1 = datetime(2026, 12, 1, tzinfo=UTC)
+    readings = [
+        *gpu_readings_from_exposition(
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",Hostname="hq-1",modelName="{H100}"}} 40',
+            scrape_time_ms=int((dec1 + timedelta(hours=2)).timestamp() * 1000),
+        ).records,
+        *gpu_readings_from_exposition(
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",Hostname="hq-1",modelName="{H100}"}} 30',
+            scrape_time_ms=int(dec1.timestamp() * 1000),
+        ).records,
+    ]
+    gpu_readings_ingest(cluster=cluster, readings=readings, interval_s=60, now=NOW)
+    hq1 = Node.objects.get(hostname="hq-1")
+    assert hq1.in_service_from == dec1
+    nodes_confirm(nodes=[hq1], now=NOW)
+    hours = [dec1 - timedelta(hours=h) for h in range(1, 49)] + [dec1 + timedelta(hours=h) for h in range(3)]
+    rollup_hours_compute(cluster=cluster, hours=hours, now=NOW)
+    available = NodeHour.objects.filter(node=hq1).values_list("hour", "available_gpu_s")
+    assert sorted(available) == [(dec1 + timedelta(hours=h), 3600) for h in range(3)]
+
+
+def test_a_listed_node_is_in_service_from_the_run_and_keeps_it_when_it_returns(cluster):
+    source = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
+    nodes_discover(
+        cluster=cluster, observed=[node("gpu-01"), node("gpu-02")], source=source, complete=True, now=NOW
+    )
+    assert set(Node.objects.values_list("in_service_from", flat=True)) == {NOW}
+    later = NOW + timedelta(days=1)
+    nodes_discover(cluster=cluster, observed=[node("gpu-01")], source=source, complete=True, now=later)
+    back = nodes_discover(
+        cluster=cluster,
+        observed=[node("gpu-01"), node("gpu-02")],
+        source=source,
+        complete=True,
+        now=later + timedelta(days=1),
+    )
+    assert back.returned == ["gpu-02"]
+    assert Node.objects.get(hostname="gpu-02").in_service_from == NOW
+
+
+def test_an_existing_start_of_service_is_never_moved(cluster):
+    NodeFactory(cluster=cluster, hostname="gpu-01", in_service_from=None)
+    NodeFactory(cluster=cluster, hostname="gpu-02", in_service_from=NOW - timedelta(days=30))
+    nodes_discover(cluster=cluster, observed=[node("gpu-01"), node("gpu-02")], complete=False, now=NOW)
+    starts = dict(Node.objects.values_list("hostname", "in_service_from"))
+    assert starts == {"gpu-01": None, "gpu-02": NOW - timedelta(days=30)}
