@@ -658,7 +658,7 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
         source,
         recorder,
         now,
-        parse=slurm.parse_scontrol_nodes,
+        parse=slurm.parse_slurm_nodes,
         default_command=slurm.scontrol_nodes_command if own_commands else None,
     )
 
@@ -713,6 +713,10 @@ def _discover_nodes(
         recorder.add(IngestResult(), parse_rejected=[Rejected(reason=f"node list: {error}")])
         return
     parsed = parse(text)
+    if text.strip() and not parsed.records and not parsed.rejected:
+        # A list that names no node is more likely a wrong command or file than an empty
+        # cluster: say so, and retire nothing.
+        parsed.reject("node list: it names no node", text)
     recorder.add(IngestResult(), parse_rejected=parsed.rejected)
     # A list with unreadable entries is not the whole inventory: retire nothing from it.
     result = nodes_discover(

@@ -519,3 +519,57 @@ def test_an_existing_start_of_service_is_never_moved(cluster):
     nodes_discover(cluster=cluster, observed=[node("gpu-01"), node("gpu-02")], complete=False, now=NOW)
     starts = dict(Node.objects.values_list("hostname", "in_service_from"))
     assert starts == {"gpu-01": None, "gpu-02": NOW - timedelta(days=30)}
+
+
+def test_a_slurm_node_list_in_sinfo_format_discovers_its_nodes(cluster, tmp_path):
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|State|Submit\n")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={"path": str(sacct), "nodes_path": str(FIXTURES / "inventory" / "sinfo_drain_alloc.txt")},
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert (run.status, run.rejected) == ("ok", 0)
+    vm = Node.objects.get(cluster=cluster, hostname="vm")
+    assert (vm.gpu_count, vm.reported_state, vm.reported_reason) == (
+        8,
+        "draining",
+        "GPU 3 Xid 79, waiting for RMA",
+    )
+
+
+def test_a_node_list_in_a_format_slurm_s_parser_does_not_read_is_a_rejection(cluster, tmp_path):
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|State|Submit\n")
+    table = tmp_path / "sinfo.txt"
+    table.write_text(
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\ngpu*         up   infinite      1   idle vm\n"
+    )
+    NodeFactory(cluster=cluster, hostname="gpu-01")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={"path": str(sacct), "nodes_path": str(table)},
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert (run.status, run.rejected) == ("partial", 1)
+    assert run.rejects[0]["reason"].startswith("not a node list: expected `scontrol show nodes --oneliner`")
+    assert Node.objects.get(hostname="gpu-01").state == NodeState.ACTIVE
+
+
+def test_a_kubernetes_node_list_that_names_no_node_is_a_rejection(cluster, tmp_path):
+    pods = tmp_path / "pods.json"
+    pods.write_text('{"kind": "List", "items": []}')
+    NodeFactory(cluster=cluster, hostname="gpu-01")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.KUBERNETES,
+        name="k8s",
+        config={"path": str(pods), "nodes_path": str(pods)},
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert (run.status, [r["reason"] for r in run.rejects]) == ("partial", ["node list: it names no node"])
+    assert Node.objects.get(hostname="gpu-01").state == NodeState.ACTIVE
