@@ -573,3 +573,28 @@ def test_a_kubernetes_node_list_that_names_no_node_is_a_rejection(cluster, tmp_p
     run = source_collect(source_id=source.pk, now=NOW)
     assert (run.status, [r["reason"] for r in run.rejects]) == ("partial", ["node list: it names no node"])
     assert Node.objects.get(hostname="gpu-01").state == NodeState.ACTIVE
+
+
+def test_the_first_slurm_run_places_its_jobs_on_the_nodes_it_discovers(cluster, tmp_path):
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(
+        "JobID|JobName|Account|User|Partition|State|Submit|Start|End|Elapsed|NNodes|AllocTRES|ReqTRES"
+        "|NodeList|ExitCode\n"
+        "7|train|vision|zhang.wei|gpu|COMPLETED|2026-12-02T07:00:00|2026-12-02T07:00:05|2026-12-02T07:40:05"
+        "|00:40:00|1|billing=2,cpu=2,gres/gpu:h100=2,gres/gpu=2,node=1|billing=2,cpu=2,gres/gpu=2,node=1|vm|0:0\n"
+    )
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={
+            "path": str(sacct),
+            "nodes_path": str(FIXTURES / "inventory" / "scontrol_oneliner_drain_alloc.txt"),
+        },
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert run.message.startswith("nodes: 1 created, 0 updated, 0 retired, 0 returned")
+    assert "unknown node" not in run.message
+    assert [r["reason"] for r in run.rejects if "node" in r["reason"]] == []
+    job = Job.objects.get(cluster=cluster)
+    assert [n.hostname for n in job.nodes.all()] == ["vm"]
