@@ -178,7 +178,7 @@ def nodes_confirm(*, nodes: Iterable[Node], actor=None, now: datetime | None = N
             if node.state != NodeState.DISCOVERED:
                 continue
             _state_set(node, NodeState.ACTIVE, actor=actor, now=now)
-            node.save(update_fields=["state", "updated_at"])
+            node.save(update_fields=["state", "state_reason", "updated_at"])
             confirmed += 1
     return confirmed
 
@@ -308,10 +308,9 @@ def _uuid_taken(uuid: str, gpu: Gpu | None, node: Node, result: DiscoveryResult)
 
 def _node_retire(current: Node, source: DataSource | None, now: datetime) -> None:
     by = f" by {source.name}" if source is not None else ""
-    _state_set(current, NodeState.RETIRED, now=now)
+    _state_set(current, NodeState.RETIRED, now=now, reason=f"no longer listed{by}")
     current.in_service_until = current.last_seen_at or now
     current.missing_since = now
-    current.state_reason = f"no longer listed{by}"[:300]
     current.save()
 
 
@@ -321,12 +320,14 @@ def _node_return(current: Node, now: datetime) -> None:
     _state_set(current, before if before != NodeState.RETIRED else NodeState.ACTIVE, now=now)
     current.in_service_until = None
     current.missing_since = None
-    current.state_reason = ""
 
 
-def _state_set(node: Node, state: str, *, now: datetime, actor=None) -> None:
+def _state_set(node: Node, state: str, *, now: datetime, actor=None, reason: str = "") -> None:
+    """Move ``node`` to ``state`` with its history row; the reason goes with the state, so a
+    change that gives none clears the old one (an active node is not "no longer listed")."""
     NodeStateChange.objects.create(node=node, at=now, state=state, previous_state=node.state, actor=actor)
     node.state = state
+    node.state_reason = reason[:300]
 
 
 # --- The admin's CSV -----------------------------------------------------------------------------
@@ -411,7 +412,7 @@ def _row_apply(
         if new:
             node.state = row.state
         else:
-            _state_set(node, row.state, actor=actor, now=now)
+            _state_set(node, row.state, actor=actor, now=now)  # the CSV gives no reason: cleared
         if row.state == NodeState.RETIRED and node.in_service_until is None:
             node.in_service_until = now
         elif row.state != NodeState.RETIRED:
