@@ -127,6 +127,7 @@ class NodeAdmin(SimpleHistoryAdmin):
     readonly_fields = [
         "last_seen_at",
         "discovered_by",
+        "listed_by",
         "missing_since",
         "reported_state",
         "reported_reason",
