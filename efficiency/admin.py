@@ -127,6 +127,7 @@ class NodeAdmin(SimpleHistoryAdmin):
     readonly_fields = [
         "last_seen_at",
         "discovered_by",
+        "listed_by",
         "missing_since",
         "reported_state",
         "reported_reason",
@@ -134,6 +135,12 @@ class NodeAdmin(SimpleHistoryAdmin):
     ]
     inlines = [GpuInline]
     actions = ["confirm_discovered"]
+
+    def save_model(self, request, obj, form, change):
+        # The reason goes with the state: a new state without a new reason clears the old one.
+        if change and "state" in form.changed_data and "state_reason" not in form.changed_data:
+            obj.state_reason = ""
+        super().save_model(request, obj, form, change)
 
     @admin.action(description=_("Confirm discovered nodes"))
     def confirm_discovered(self, request, queryset):

@@ -6,8 +6,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from efficiency.choices import NodeState
-from efficiency.models import Node, NodeStateChange
+from efficiency.choices import NodeState, SourceKind
+from efficiency.collectors.nodes import ObservedNode
+from efficiency.models import DataSource, Node, NodeStateChange
+from efficiency.services.discovery import nodes_discover
 from tests.factories import ClusterFactory, DepartmentFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
@@ -128,3 +130,56 @@ def test_an_admin_confirms_discovered_nodes_from_the_node_list(client, org):
     assert (change.previous_state, change.actor) == (NodeState.DISCOVERED, org.admin)
     page = client.get(response.url).content.decode()
     assert "Confirmed: 1 node(s), now counted in capacity and quotas." in page
+
+
+def test_a_node_set_back_to_active_loses_the_reason_it_was_retired_for(client, org, tmp_path):
+    slurm = DataSource.objects.create(cluster=org.cluster, kind=SourceKind.SLURM, name="slurm")
+    gone = NodeFactory(cluster=org.cluster, hostname="gpu-gone", listed_by=slurm)
+    nodes_discover(
+        cluster=org.cluster,
+        observed=[ObservedNode(hostname="other", gpu_count=1)],
+        source=slurm,
+        complete=True,
+    )
+    gone.refresh_from_db()
+    assert (gone.state, gone.state_reason) == (NodeState.RETIRED, "no longer listed by slurm")
+    csv_file = tmp_path / "nodes.csv"
+    csv_file.write_text("hostname,state\ngpu-gone,active\n")
+    run(csv_file, "--cluster", org.cluster.slug)
+    gone.refresh_from_db()
+    assert (gone.state, gone.state_reason, gone.in_service_until) == (NodeState.ACTIVE, "", None)
+    client.force_login(org.admin)
+    page = client.get(reverse("efficiency:node-detail", args=[gone.pk])).content.decode()
+    assert "no longer listed" not in page
+
+
+def test_an_admin_who_changes_the_state_without_a_reason_clears_the_old_reason(client, org):
+    node = NodeFactory(
+        cluster=org.cluster, hostname="gpu-x", state=NodeState.DRAINING, state_reason="fan replaced"
+    )
+    other = NodeFactory(cluster=org.cluster, hostname="gpu-y", state=NodeState.ACTIVE, state_reason="")
+    client.force_login(org.admin)
+    for target, state, reason, expected in (
+        (node, NodeState.ACTIVE, "fan replaced", ""),
+        (other, NodeState.DRAINING, "PSU swap on Friday", "PSU swap on Friday"),
+    ):
+        url = reverse("admin:efficiency_node_change", args=[target.pk])
+        form = client.get(url).context["adminform"].form
+        data = {name: value for name, value in form.initial.items() if value is not None}
+        data.update(
+            {
+                "cluster": target.cluster_id,
+                "state": state,
+                "state_reason": reason,
+                "rdma_capable": "on" if target.rdma_capable else "",
+                "gpus-TOTAL_FORMS": "0",
+                "gpus-INITIAL_FORMS": "0",
+            }
+        )
+        data.pop("source_labels", None)
+        if not target.rdma_capable:
+            data.pop("rdma_capable")
+        response = client.post(url, data)
+        assert response.status_code == 302, response.context["adminform"].form.errors
+        target.refresh_from_db()
+        assert (target.state, target.state_reason) == (state, expected)

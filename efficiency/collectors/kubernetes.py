@@ -27,7 +27,7 @@ from efficiency.collectors.nodes import (
     ObservedNode,
     clip_labels,
 )
-from efficiency.collectors.records import JobRecord, ParseOutcome
+from efficiency.collectors.records import JobRecord, ParseOutcome, excerpt
 from efficiency.redaction import REDACTED, config_redact
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -493,6 +493,14 @@ def parse_kubernetes_nodes(text: str) -> ParseOutcome[ObservedNode]:
         where = f"items[{index}]" if "items" in document else "object"
         if not isinstance(item, dict):
             outcome.reject(f"{where} is not a JSON object", json.dumps(item))
+            continue
+        kind = item.get("kind")
+        if kind is not None and kind != "Node":
+            # Pods or jobs in the node list's place: their names are no nodes.
+            outcome.reject(
+                f"{where} is a {excerpt(str(kind), 40)}, not a Node (expected `kubectl get nodes -o json`)",
+                _identity_excerpt(item),
+            )
             continue
         try:
             outcome.records.append(_node_record(item))

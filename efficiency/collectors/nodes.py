@@ -59,6 +59,7 @@ class ObservedNode:
     labels: Mapping[str, str] = field(default_factory=dict)
     fault_domain: str = ""
     seen_at: datetime | None = None  # readings: the latest one's time; None: the moment of listing
+    first_seen_at: datetime | None = None  # readings: the earliest one's time; None: as seen_at
 
 
 def observed_node_problem(node: ObservedNode) -> str:
@@ -86,14 +87,18 @@ def observed_nodes_from_readings(readings: Iterable[GpuReading]) -> list[Observe
 
     The GPU count is the highest ``gpu`` index plus one, a lower bound (``gpu_count_exact`` is
     False); the model is the most common ``modelName`` of the node's GPUs; ``seen_at`` the time
-    of the node's latest reading.
+    of the node's latest reading, ``first_seen_at`` of its earliest.
     """
     gpus: dict[str, dict[int, ObservedGpu]] = {}
     latest_ms: dict[str, int] = {}
+    earliest_ms: dict[str, int] = {}
     for reading in readings:
         node = gpus.setdefault(reading.hostname, {})
         latest_ms[reading.hostname] = max(
             latest_ms.get(reading.hostname, reading.timestamp_ms), reading.timestamp_ms
+        )
+        earliest_ms[reading.hostname] = min(
+            earliest_ms.get(reading.hostname, reading.timestamp_ms), reading.timestamp_ms
         )
         known = node.get(reading.gpu_index)
         if known is None or (not known.uuid and reading.uuid):
@@ -114,6 +119,7 @@ def observed_nodes_from_readings(readings: Iterable[GpuReading]) -> list[Observe
                 gpus=tuple(by_index[index] for index in sorted(by_index)),
                 gpu_count_exact=False,
                 seen_at=_moment(latest_ms[hostname]),
+                first_seen_at=_moment(earliest_ms[hostname]),
             )
         )
     return observed

@@ -543,6 +543,36 @@ def sinfo_nodes_command() -> list[str]:
     return ["sinfo", "-N", "-h", "-o", SINFO_NODES_FORMAT]
 
 
+def parse_slurm_nodes(text: str) -> ParseOutcome[ObservedNode]:
+    """A Slurm node list, whichever of the two forms it is: ``scontrol show nodes`` (its first
+    line starts with ``NodeName=``) or ``sinfo_nodes_command()`` output (``|``-separated).
+
+    Anything else (sinfo's default table, an error message) is refused with the forms it reads:
+    a node list that is not blank never gives no node without a reason.
+    """
+    first = next(((index + 1, line) for index, line in enumerate(_lines(text)) if line.strip()), None)
+    if first is None:
+        return ParseOutcome[ObservedNode]()
+    line_no, line = first
+    if line.lstrip().startswith("NodeName="):
+        outcome = parse_scontrol_nodes(text)
+    elif line.count("|") >= SINFO_NODES_FORMAT.count("|"):
+        outcome = parse_sinfo_nodes(text)
+    else:
+        outcome = ParseOutcome[ObservedNode]()
+        outcome.reject(NOT_A_NODE_LIST, line, line_no)
+        return outcome
+    if not outcome.records and not outcome.rejected:
+        outcome.reject("the node list names no node", line, line_no)
+    return outcome
+
+
+NOT_A_NODE_LIST = (
+    "not a node list: expected `scontrol show nodes --oneliner` output "
+    f"or `sinfo -N -h -o '{SINFO_NODES_FORMAT}'`"
+)
+
+
 def parse_scontrol_nodes(text: str) -> ParseOutcome[ObservedNode]:
     """Turn ``scontrol show nodes`` output (``--oneliner`` or blocks) into observed nodes.
 
@@ -553,7 +583,10 @@ def parse_scontrol_nodes(text: str) -> ParseOutcome[ObservedNode]:
     labels. A node whose GRES cannot be read is rejected with the reason; the others are kept.
     """
     outcome = ParseOutcome[ObservedNode]()
-    for line_no, record in _node_records(text):
+    records, strays = _node_records(text)
+    for line_no, line in strays:
+        outcome.reject("expected `scontrol show nodes --oneliner` output", line, line_no)
+    for line_no, record in records:
         fields = _key_values(record)
         hostname = fields.get("NodeName", "")
         try:
@@ -653,15 +686,19 @@ def gres_gpus(gres: str) -> tuple[int, str]:
     return total, "+".join(types)
 
 
-def _node_records(text: str) -> list[tuple[int, str]]:
-    """(first line number, text) of each node: a ``NodeName=`` line and its indented lines."""
+def _node_records(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(first line number, text) of each node: a ``NodeName=`` line and its indented lines;
+    then (line number, line) of the lines before the first node, which are no node's."""
     records: list[tuple[int, list[str]]] = []
+    strays: list[tuple[int, str]] = []
     for index, line in enumerate(_lines(text)):
         if line.startswith("NodeName="):
             records.append((index + 1, [line]))
         elif records and line.strip():
             records[-1][1].append(line)
-    return [(line_no, "\n".join(lines)) for line_no, lines in records]
+        elif line.strip():
+            strays.append((index + 1, line))
+    return [(line_no, "\n".join(lines)) for line_no, lines in records], strays
 
 
 def _key_values(record: str) -> dict[str, str]:

@@ -159,6 +159,18 @@ class Node(models.Model):
         related_name="discovered_nodes",
         help_text=_("The source that first reported the node; empty for a node entered by hand."),
     )
+    listed_by = models.ForeignKey(
+        "efficiency.DataSource",
+        verbose_name=_("listed by"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="listed_nodes",
+        help_text=_(
+            "The node list (Slurm, Kubernetes) that last named the node: only that list retires it "
+            "when it stops naming it."
+        ),
+    )
     missing_since = models.DateTimeField(
         _("missing since"),
         null=True,

@@ -4,16 +4,20 @@
 line, by these rules:
 
 - An unknown node with GPUs is created ``discovered`` (an admin confirms it), or ``active`` with
-  ``PORTAL_DISCOVERY_AUTO_ACCEPT``. A discovered node's readings are stored and shown, but it
-  counts in no capacity, ownership or quota until confirmed (``NodeQuerySet.in_service``).
+  ``PORTAL_DISCOVERY_AUTO_ACCEPT``, in service from when it was first seen (its earliest
+  reading, or the moment a node list named it); a start of service once set is never moved.
+  A discovered node's readings are stored and shown, but it counts in no capacity, ownership
+  or quota until confirmed (``NodeQuerySet.in_service``).
 - A known node gets ``last_seen_at``, the source's own state, reason and labels, and its GPUs'
   UUIDs and PCI bus IDs. What an admin decides is never changed: owner department, fault domain,
   RDMA, the portal state (isolated, draining). A confirmed node's GPU count and model are kept
   too (Slurm calls an H100 ``h100``, dcgm-exporter ``NVIDIA H100 80GB HBM3``); a differing count
   is reported in the run's notes instead.
-- A source that lists the whole inventory (a scheduler's node list: ``complete=True``) also
-  retires the nodes it no longer lists: state ``retired``, ``in_service_until`` the moment the
-  node was last seen, ``missing_since`` set. Nothing is deleted: readings, jobs and incidents
+- A source that lists the whole inventory (a scheduler's node list: ``complete=True``) claims
+  the nodes it names (``Node.listed_by``) and retires the nodes it claimed and no longer lists:
+  state ``retired``, ``in_service_until`` the moment the node was last seen, ``missing_since``
+  set. A node it never listed is not its to retire: nodes the readings found, and the nodes of
+  a second node list in the same cluster, stay as they are. Nothing is deleted: readings, jobs and incidents
   stay. A node retired that way comes back when listed again (its state before retirement,
   ``in_service_until`` cleared). A node an admin retired by hand stays retired. An empty list
   retires nothing: a scheduler with no nodes is more likely a broken command than a cluster
@@ -88,7 +92,9 @@ def nodes_discover(
 ) -> DiscoveryResult:
     """Bring ``cluster``'s inventory in line with the nodes one source observed (rules above).
 
-    ``complete``: the source lists every node of the cluster, so a node it leaves out is gone.
+    ``complete``: the source lists every node of the cluster, so a node it listed before and
+    leaves out now is gone. Retiring needs the ``source`` (whose claim it is); without one a
+    complete list retires nothing.
     Idempotent: the same observation applied twice changes nothing the second time but
     ``last_seen_at``. Bad observations (empty or malformed hostname, GPU counts past
     ``MAX_GPUS_PER_NODE``, a hostname listed twice) are rejected one by one with the reason.
@@ -118,7 +124,7 @@ def nodes_discover(
                 if node.gpu_count == 0:
                     result.ignored.append(hostname)
                     continue
-                current, created = _node_create(cluster, node, source, now)
+                current, created = _node_create(cluster, node, source, complete, now)
                 if created:
                     _gpus_fill(current, node, {}, result)
                     result.created.append(hostname)
@@ -130,12 +136,19 @@ def nodes_discover(
             changed = _gpus_fill(current, node, node_gpus, result) or changed
             (result.updated if changed else result.unchanged).append(hostname)
         nodes_seen_mark(node_last_seen=seen)
-        if complete and named:
+        claimed = complete and source is not None
+        if claimed:  # the list's claim: it alone retires these nodes once it stops naming them
+            Node.objects.filter(pk__in=seen).exclude(listed_by=source).update(listed_by=source)
+        if claimed and named:
             for hostname, current in known.items():
-                if hostname not in named and current.state != NodeState.RETIRED:
+                if (
+                    hostname not in named
+                    and current.listed_by_id == source.pk
+                    and current.state != NodeState.RETIRED
+                ):
                     _node_retire(current, source, now)
                     result.retired.append(hostname)
-        elif complete:
+        elif complete and not named:
             result.note("the source listed no nodes: nothing retired")
     return result
 
@@ -165,13 +178,13 @@ def nodes_confirm(*, nodes: Iterable[Node], actor=None, now: datetime | None = N
             if node.state != NodeState.DISCOVERED:
                 continue
             _state_set(node, NodeState.ACTIVE, actor=actor, now=now)
-            node.save(update_fields=["state", "updated_at"])
+            node.save(update_fields=["state", "state_reason", "updated_at"])
             confirmed += 1
     return confirmed
 
 
 def _node_create(
-    cluster: Cluster, node: ObservedNode, source: DataSource | None, now: datetime
+    cluster: Cluster, node: ObservedNode, source: DataSource | None, complete: bool, now: datetime
 ) -> tuple[Node, bool]:
     auto = settings.PORTAL_DISCOVERY_AUTO_ACCEPT
     # get_or_create: two sources may discover the same node at the same moment.
@@ -184,7 +197,10 @@ def _node_create(
             "fault_domain": node.fault_domain[:100],
             "state": NodeState.ACTIVE if auto else NodeState.DISCOVERED,
             "discovered_by": source,
+            "listed_by": source if complete else None,
             "last_seen_at": _seen_at(node, now),
+            # Its start of service: without one it would count as available since before any data.
+            "in_service_from": _first_seen_at(node, now),
             "reported_state": node.state[:100],
             "reported_reason": node.reason[:LABEL_MAX_CHARS],
             "source_labels": clip_labels(node.labels),
@@ -195,6 +211,13 @@ def _node_create(
 def _seen_at(node: ObservedNode, now: datetime) -> datetime:
     # A reading's time, not the run's: a backfill of last week must not make a node seen today.
     return min(node.seen_at, now) if node.seen_at is not None else now
+
+
+def _first_seen_at(node: ObservedNode, now: datetime) -> datetime:
+    # Readings: the earliest of the batch (a backfill starts the node when its data starts);
+    # a node list: the moment of listing.
+    first = node.first_seen_at or node.seen_at
+    return min(first, now) if first is not None else now
 
 
 def _node_update(current: Node, node: ObservedNode, complete: bool, now: datetime, result) -> bool:
@@ -285,10 +308,9 @@ def _uuid_taken(uuid: str, gpu: Gpu | None, node: Node, result: DiscoveryResult)
 
 def _node_retire(current: Node, source: DataSource | None, now: datetime) -> None:
     by = f" by {source.name}" if source is not None else ""
-    _state_set(current, NodeState.RETIRED, now=now)
+    _state_set(current, NodeState.RETIRED, now=now, reason=f"no longer listed{by}")
     current.in_service_until = current.last_seen_at or now
     current.missing_since = now
-    current.state_reason = f"no longer listed{by}"[:300]
     current.save()
 
 
@@ -298,12 +320,14 @@ def _node_return(current: Node, now: datetime) -> None:
     _state_set(current, before if before != NodeState.RETIRED else NodeState.ACTIVE, now=now)
     current.in_service_until = None
     current.missing_since = None
-    current.state_reason = ""
 
 
-def _state_set(node: Node, state: str, *, now: datetime, actor=None) -> None:
+def _state_set(node: Node, state: str, *, now: datetime, actor=None, reason: str = "") -> None:
+    """Move ``node`` to ``state`` with its history row; the reason goes with the state, so a
+    change that gives none clears the old one (an active node is not "no longer listed")."""
     NodeStateChange.objects.create(node=node, at=now, state=state, previous_state=node.state, actor=actor)
     node.state = state
+    node.state_reason = reason[:300]
 
 
 # --- The admin's CSV -----------------------------------------------------------------------------
@@ -388,7 +412,7 @@ def _row_apply(
         if new:
             node.state = row.state
         else:
-            _state_set(node, row.state, actor=actor, now=now)
+            _state_set(node, row.state, actor=actor, now=now)  # the CSV gives no reason: cleared
         if row.state == NodeState.RETIRED and node.in_service_until is None:
             node.in_service_until = now
         elif row.state != NodeState.RETIRED:

@@ -97,15 +97,19 @@ class RunRecorder:
             self.discovery_summary = result.summary()
 
     def message_finish(self) -> None:
-        """The run's message names the nodes it discovered (an admin confirms them)."""
+        """The run's message names the nodes it discovered (an admin confirms them), retired and
+        returned, first, then the run's first warning when it had one: a run with a warning
+        still tells what it did to the inventory."""
         parts = []
         if self.discovery_summary:
             parts.append(f"nodes: {self.discovery_summary}")
         elif self.discovered:
             shown = ", ".join(self.discovered[:5]) + (" …" if len(self.discovered) > 5 else "")
             parts.append(f"discovered {len(self.discovered)} new node(s): {shown}")
-        if parts and not self.run.message:
-            self.run.message = excerpt("; ".join(parts), 1000)
+        if parts:
+            self.run.message = excerpt(
+                "; ".join([*parts, self.run.message] if self.run.message else parts), 1000
+            )
 
 
 def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
@@ -634,13 +638,27 @@ def _read_text(
 
 
 def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
-    """Read sacct output for [watermark - overlap, now): running jobs are seen again until done."""
+    """Read sacct output for [watermark - overlap, now): running jobs are seen again until done.
+
+    The node list is read first, so that the jobs of a node it discovers are placed on it in
+    the same run (not stored without a node until the next one).
+    """
     from efficiency.collectors import slurm
 
     settings_ = source_settings(source)
     overlap = timedelta(hours=settings_.overlap_hours)
     since = (source.watermark or now - INITIAL_BACKFILL) - overlap
     tz = settings_.timezone
+    # The node list: the default command when sacct runs as the portal's own command, else
+    # only when the configuration names one (a dump of sacct says nothing about nodes).
+    own_commands = "path" not in source.config and "command" not in source.config
+    _discover_nodes(
+        source,
+        recorder,
+        now,
+        parse=slurm.parse_slurm_nodes,
+        default_command=slurm.scontrol_nodes_command if own_commands else None,
+    )
     # sacct reads -S/-E and prints times in its process's local time zone. Django sets TZ to the
     # display zone for its own process, so say which zone the Slurm side uses.
     text = _read_text(
@@ -654,30 +672,19 @@ def _collect_slurm(source: DataSource, recorder: RunRecorder, now: datetime) -> 
     result = jobs_ingest(cluster=source.cluster, source=JobSource.SLURM, records=parsed.records, now=now)
     recorder.add(result, parse_rejected=parsed.rejected)
     recorder.watermark = now
-    # The node list: the default command when sacct runs as the portal's own command, else
-    # only when the configuration names one (a dump of sacct says nothing about nodes).
-    own_commands = "path" not in source.config and "command" not in source.config
-    _discover_nodes(
-        source,
-        recorder,
-        now,
-        parse=slurm.parse_scontrol_nodes,
-        default_command=slurm.scontrol_nodes_command if own_commands else None,
-    )
 
 
 def _collect_kubernetes(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
-    from efficiency.collectors.kubernetes import parse_kubernetes_jobs
+    """Read the pods or jobs, after the node list (see ``_collect_slurm``)."""
+    from efficiency.collectors.kubernetes import parse_kubernetes_jobs, parse_kubernetes_nodes
 
     source_settings(source)  # refuses a configuration a run cannot use, naming the key
+    _discover_nodes(source, recorder, now, parse=parse_kubernetes_nodes, default_command=None)
     text = _read_text(source, since=now, until=now, command=None)
     parsed = parse_kubernetes_jobs(text)
     result = jobs_ingest(cluster=source.cluster, source=JobSource.KUBERNETES, records=parsed.records, now=now)
     recorder.add(result, parse_rejected=parsed.rejected)
     recorder.watermark = now
-    from efficiency.collectors.kubernetes import parse_kubernetes_nodes
-
-    _discover_nodes(source, recorder, now, parse=parse_kubernetes_nodes, default_command=None)
 
 
 # --- Inventory discovery from a scheduler's node list --------------------------------------------
@@ -716,6 +723,10 @@ def _discover_nodes(
         recorder.add(IngestResult(), parse_rejected=[Rejected(reason=f"node list: {error}")])
         return
     parsed = parse(text)
+    if text.strip() and not parsed.records and not parsed.rejected:
+        # A list that names no node is more likely a wrong command or file than an empty
+        # cluster: say so, and retire nothing.
+        parsed.reject("node list: it names no node", text)
     recorder.add(IngestResult(), parse_rejected=parsed.rejected)
     # A list with unreadable entries is not the whole inventory: retire nothing from it.
     result = nodes_discover(

@@ -17,7 +17,7 @@ from efficiency.collectors.nodes import (
     observed_nodes_from_readings,
     parse_nodes_csv,
 )
-from efficiency.collectors.slurm import gres_gpus, parse_scontrol_nodes, parse_sinfo_nodes
+from efficiency.collectors.slurm import gres_gpus, parse_scontrol_nodes, parse_sinfo_nodes, parse_slurm_nodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 INVENTORY = FIXTURES / "inventory"
@@ -229,9 +229,53 @@ def test_a_unicode_hostname_is_a_hostname():
 
 @given(st.text(max_size=2000))
 def test_no_text_crashes_the_node_list_parsers(text):
-    for parse in (parse_scontrol_nodes, parse_sinfo_nodes, parse_kubernetes_nodes):
+    for parse in (parse_scontrol_nodes, parse_sinfo_nodes, parse_slurm_nodes, parse_kubernetes_nodes):
         parse(text)
     parse_nodes_csv(text.splitlines(keepends=True))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "scontrol_oneliner_idle.txt",
+        "scontrol_blocks_idle.txt",
+        "sinfo_idle.txt",
+        "scontrol_oneliner_drain_alloc.txt",
+        "sinfo_drain_alloc.txt",
+    ],
+)
+def test_a_slurm_node_list_is_read_as_scontrol_or_sinfo_output_whichever_it_is(name):
+    parsed = parse_slurm_nodes(fixture(name))
+    assert parsed.rejected == []
+    assert [(n.hostname, n.gpu_model, n.gpu_count) for n in parsed.records] == [("vm", "h100", 8)]
+
+
+# sinfo's default table, as `sinfo -N` prints it without -o: no format the node list reads.
+SINFO_TABLE = "NODELIST   NODES PARTITION STATE \nvm             1      gpu* idle  \n"
+
+
+def test_sinfo_s_default_table_is_refused_with_the_formats_the_node_list_reads():
+    parsed = parse_slurm_nodes(SINFO_TABLE)
+    assert parsed.records == []
+    [rejected] = parsed.rejected
+    assert rejected.reason == (
+        "not a node list: expected `scontrol show nodes --oneliner` output "
+        "or `sinfo -N -h -o '%N|%G|%P|%T|%E'`"
+    )
+    assert rejected.excerpt.startswith("NODELIST")
+
+
+def test_scontrol_lines_that_are_not_nodes_are_refused_not_skipped():
+    parsed = parse_scontrol_nodes(fixture("sinfo_idle.txt"))
+    assert parsed.records == []
+    assert [r.reason for r in parsed.rejected] == ["expected `scontrol show nodes --oneliner` output"]
+
+
+@given(st.text(max_size=500))
+def test_a_slurm_node_list_that_is_not_blank_gives_nodes_or_a_reason(text):
+    parsed = parse_slurm_nodes(text)
+    if text.strip():
+        assert parsed.records or parsed.rejected
 
 
 def test_node_csv_rows_keep_empty_cells_as_unknown_and_report_bad_rows_by_line():
@@ -261,3 +305,13 @@ def test_a_node_csv_without_a_hostname_column_says_which_columns_exist():
     parsed = parse_nodes_csv(["host,gpus\n", "a,1\n"])
     assert parsed.records == []
     assert parsed.rejected[0].reason.startswith("header: unknown column(s) host, gpus; columns are hostname,")
+
+
+def test_pods_given_as_the_node_list_are_refused_not_taken_for_nodes():
+    parsed = parse_kubernetes_nodes((FIXTURES / "jobs" / "k8s_pods.json").read_text())
+    assert parsed.records == []
+    assert parsed.rejected
+    assert all(
+        r.reason.endswith("is a Pod, not a Node (expected `kubectl get nodes -o json`)")
+        for r in parsed.rejected
+    )

@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 from efficiency.choices import NodeState, SourceKind
 from efficiency.collectors.dcgm import gpu_readings_from_exposition
 from efficiency.collectors.nodes import ObservedGpu, ObservedNode
+from efficiency.collectors.records import Rejected
 from efficiency.collectors.slurm import parse_scontrol_nodes
-from efficiency.models import DataSource, Gpu, GpuSample, Job, Node, NodeStateChange
+from efficiency.models import DataSource, Gpu, GpuSample, Job, Node, NodeHour, NodeStateChange, SourceRun
 from efficiency.selectors.quotas import cluster_capacity
-from efficiency.services.discovery import nodes_confirm, nodes_discover
-from efficiency.services.ingest import gpu_readings_ingest
-from efficiency.services.sources import SourceConfigError, source_collect, source_config_check
+from efficiency.services.discovery import DiscoveryResult, nodes_confirm, nodes_discover
+from efficiency.services.ingest import IngestResult, gpu_readings_ingest
+from efficiency.services.rollups import rollup_hours_compute
+from efficiency.services.sources import RunRecorder, SourceConfigError, source_collect, source_config_check
 from tests.factories import ClusterFactory, DepartmentFactory, JobFactory, NodeFactory
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -354,16 +356,245 @@ def test_the_same_observation_twice_changes_nothing_and_nothing_is_ever_deleted(
         GpuSample.objects.create(node=seed, gpu_index=0, ts=NOW, interval_s=60, util_pct=50.0)
         job = JobFactory(cluster=cluster)
         job.nodes.add(seed)
+        source = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
         ever: set[str] = {"gpu-01"}
         clock = NOW
         for observed, complete in steps:
             clock += timedelta(minutes=5)
-            nodes_discover(cluster=cluster, observed=observed, complete=complete, now=clock)
+            nodes_discover(cluster=cluster, observed=observed, source=source, complete=complete, now=clock)
             before = snapshot(cluster)
-            again = nodes_discover(cluster=cluster, observed=observed, complete=complete, now=clock)
+            again = nodes_discover(
+                cluster=cluster, observed=observed, source=source, complete=complete, now=clock
+            )
             assert snapshot(cluster) == before
             assert (again.created, again.updated, again.retired, again.returned) == ([], [], [], [])
             ever |= set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
             assert set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == ever
             assert GpuSample.objects.filter(node=seed).count() == 1
             assert list(Job.objects.get(pk=job.pk).nodes.all()) == [seed]
+
+
+# --- Two node lists and readings in one cluster: a list retires only the nodes it listed ---------
+
+
+def test_a_node_list_added_to_a_cluster_retires_none_of_the_nodes_the_readings_found(cluster, tmp_path):
+    readings = DataSource.objects.create(cluster=cluster, kind=SourceKind.PROMETHEUS, name="prometheus")
+    nodes_discover(
+        cluster=cluster,
+        observed=[node(f"hq-{i}", gpus=1) for i in range(5)],
+        source=readings,
+        now=NOW,
+    )
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|State|Submit\n")
+    slurm = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={
+            "path": str(sacct),
+            "nodes_path": str(FIXTURES / "inventory" / "scontrol_oneliner_drain_alloc.txt"),
+        },
+    )
+    source_collect(source_id=slurm.pk, now=NOW + timedelta(minutes=5))
+    states = dict(Node.objects.filter(cluster=cluster).values_list("hostname", "state"))
+    assert states == {**{f"hq-{i}": NodeState.DISCOVERED for i in range(5)}, "vm": NodeState.DISCOVERED}
+    vm = Node.objects.get(hostname="vm")
+    assert (vm.discovered_by, vm.listed_by) == (slurm, slurm)
+
+
+def test_two_node_lists_in_one_cluster_do_not_retire_each_other_s_nodes(cluster):
+    slurm = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
+    k8s = DataSource.objects.create(cluster=cluster, kind=SourceKind.KUBERNETES, name="k8s")
+    nodes_discover(cluster=cluster, observed=[node("s1"), node("s2")], source=slurm, complete=True, now=NOW)
+    result = nodes_discover(cluster=cluster, observed=[node("k1")], source=k8s, complete=True, now=NOW)
+    assert result.retired == []
+    again = nodes_discover(cluster=cluster, observed=[node("s1")], source=slurm, complete=True, now=NOW)
+    assert again.retired == ["s2"]
+    states = dict(Node.objects.filter(cluster=cluster).values_list("hostname", "state"))
+    assert states == {"s1": NodeState.DISCOVERED, "s2": NodeState.RETIRED, "k1": NodeState.DISCOVERED}
+
+
+LISTS = ("slurm", "k8s")
+
+
+@PROPERTY
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from([*LISTS, "prometheus"]), st.lists(st.sampled_from(HOSTS), max_size=4)),
+        max_size=8,
+    )
+)
+def test_a_node_is_never_retired_by_a_list_that_never_named_it_and_nothing_is_deleted(cluster, steps):
+    with rolled_back():
+        sources = {
+            "slurm": DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm"),
+            "k8s": DataSource.objects.create(cluster=cluster, kind=SourceKind.KUBERNETES, name="k8s"),
+            "prometheus": DataSource.objects.create(
+                cluster=cluster, kind=SourceKind.PROMETHEUS, name="prometheus"
+            ),
+        }
+        named: dict[str, set[str]] = {name: set() for name in LISTS}
+        ever: set[str] = set()
+        clock = NOW
+        for name, hosts in steps:
+            clock += timedelta(minutes=5)
+            result = nodes_discover(
+                cluster=cluster,
+                observed=[node(host) for host in dict.fromkeys(hosts)],
+                source=sources[name],
+                complete=name in LISTS,
+                now=clock,
+            )
+            if name in LISTS:
+                named[name] |= set(hosts)
+                assert set(result.retired) <= named[name]
+                for hostname in result.retired:
+                    retired = Node.objects.get(cluster=cluster, hostname=hostname)
+                    assert retired.state_reason == f"no longer listed by {name}"
+            else:
+                assert result.retired == []
+            ever |= set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
+            assert set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == ever
+
+
+def test_the_discovery_summary_is_recorded_beside_a_warning_of_the_same_run(cluster):
+    source = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
+    recorder = RunRecorder(run=SourceRun.objects.create(source=source, started_at=NOW))
+    recorder.add(IngestResult(warnings=[Rejected(reason="1 job ran on unknown node 'vm'")]))
+    recorder.add_discovery(DiscoveryResult(retired=[f"hq-{i}" for i in range(5)]))
+    recorder.message_finish()
+    assert recorder.run.message == (
+        "nodes: 0 created, 0 updated, 5 retired, 0 returned; 1 job ran on unknown node 'vm'"
+    )
+
+
+# --- Start of service ----------------------------------------------------------------------------
+
+
+def test_a_node_found_by_its_readings_is_in_service_from_its_earliest_reading(cluster):
+    dec1 = datetime(2026, 12, 1, tzinfo=UTC)
+    readings = [
+        *gpu_readings_from_exposition(
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",Hostname="hq-1",modelName="{H100}"}} 40',
+            scrape_time_ms=int((dec1 + timedelta(hours=2)).timestamp() * 1000),
+        ).records,
+        *gpu_readings_from_exposition(
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",Hostname="hq-1",modelName="{H100}"}} 30',
+            scrape_time_ms=int(dec1.timestamp() * 1000),
+        ).records,
+    ]
+    gpu_readings_ingest(cluster=cluster, readings=readings, interval_s=60, now=NOW)
+    hq1 = Node.objects.get(hostname="hq-1")
+    assert hq1.in_service_from == dec1
+    nodes_confirm(nodes=[hq1], now=NOW)
+    hours = [dec1 - timedelta(hours=h) for h in range(1, 49)] + [dec1 + timedelta(hours=h) for h in range(3)]
+    rollup_hours_compute(cluster=cluster, hours=hours, now=NOW)
+    available = NodeHour.objects.filter(node=hq1).values_list("hour", "available_gpu_s")
+    assert sorted(available) == [(dec1 + timedelta(hours=h), 3600) for h in range(3)]
+
+
+def test_a_listed_node_is_in_service_from_the_run_and_keeps_it_when_it_returns(cluster):
+    source = DataSource.objects.create(cluster=cluster, kind=SourceKind.SLURM, name="slurm")
+    nodes_discover(
+        cluster=cluster, observed=[node("gpu-01"), node("gpu-02")], source=source, complete=True, now=NOW
+    )
+    assert set(Node.objects.values_list("in_service_from", flat=True)) == {NOW}
+    later = NOW + timedelta(days=1)
+    nodes_discover(cluster=cluster, observed=[node("gpu-01")], source=source, complete=True, now=later)
+    back = nodes_discover(
+        cluster=cluster,
+        observed=[node("gpu-01"), node("gpu-02")],
+        source=source,
+        complete=True,
+        now=later + timedelta(days=1),
+    )
+    assert back.returned == ["gpu-02"]
+    assert Node.objects.get(hostname="gpu-02").in_service_from == NOW
+
+
+def test_an_existing_start_of_service_is_never_moved(cluster):
+    NodeFactory(cluster=cluster, hostname="gpu-01", in_service_from=None)
+    NodeFactory(cluster=cluster, hostname="gpu-02", in_service_from=NOW - timedelta(days=30))
+    nodes_discover(cluster=cluster, observed=[node("gpu-01"), node("gpu-02")], complete=False, now=NOW)
+    starts = dict(Node.objects.values_list("hostname", "in_service_from"))
+    assert starts == {"gpu-01": None, "gpu-02": NOW - timedelta(days=30)}
+
+
+def test_a_slurm_node_list_in_sinfo_format_discovers_its_nodes(cluster, tmp_path):
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|State|Submit\n")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={"path": str(sacct), "nodes_path": str(FIXTURES / "inventory" / "sinfo_drain_alloc.txt")},
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert (run.status, run.rejected) == ("ok", 0)
+    vm = Node.objects.get(cluster=cluster, hostname="vm")
+    assert (vm.gpu_count, vm.reported_state, vm.reported_reason) == (
+        8,
+        "draining",
+        "GPU 3 Xid 79, waiting for RMA",
+    )
+
+
+def test_a_node_list_in_a_format_slurm_s_parser_does_not_read_is_a_rejection(cluster, tmp_path):
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|State|Submit\n")
+    table = tmp_path / "sinfo.txt"
+    table.write_text(
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\ngpu*         up   infinite      1   idle vm\n"
+    )
+    NodeFactory(cluster=cluster, hostname="gpu-01")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={"path": str(sacct), "nodes_path": str(table)},
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert (run.status, run.rejected) == ("partial", 1)
+    assert run.rejects[0]["reason"].startswith("not a node list: expected `scontrol show nodes --oneliner`")
+    assert Node.objects.get(hostname="gpu-01").state == NodeState.ACTIVE
+
+
+def test_a_kubernetes_node_list_that_names_no_node_is_a_rejection(cluster, tmp_path):
+    pods = tmp_path / "pods.json"
+    pods.write_text('{"kind": "List", "items": []}')
+    NodeFactory(cluster=cluster, hostname="gpu-01")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.KUBERNETES,
+        name="k8s",
+        config={"path": str(pods), "nodes_path": str(pods)},
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert (run.status, [r["reason"] for r in run.rejects]) == ("partial", ["node list: it names no node"])
+    assert Node.objects.get(hostname="gpu-01").state == NodeState.ACTIVE
+
+
+def test_the_first_slurm_run_places_its_jobs_on_the_nodes_it_discovers(cluster, tmp_path):
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(
+        "JobID|JobName|Account|User|Partition|State|Submit|Start|End|Elapsed|NNodes|AllocTRES|ReqTRES"
+        "|NodeList|ExitCode\n"
+        "7|train|vision|zhang.wei|gpu|COMPLETED|2026-12-02T07:00:00|2026-12-02T07:00:05|2026-12-02T07:40:05"
+        "|00:40:00|1|billing=2,cpu=2,gres/gpu:h100=2,gres/gpu=2,node=1|billing=2,cpu=2,gres/gpu=2,node=1|vm|0:0\n"
+    )
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={
+            "path": str(sacct),
+            "nodes_path": str(FIXTURES / "inventory" / "scontrol_oneliner_drain_alloc.txt"),
+        },
+    )
+    run = source_collect(source_id=source.pk, now=NOW)
+    assert run.message.startswith("nodes: 1 created, 0 updated, 0 retired, 0 returned")
+    assert "unknown node" not in run.message
+    assert [r["reason"] for r in run.rejects if "node" in r["reason"]] == []
+    job = Job.objects.get(cluster=cluster)
+    assert [n.hostname for n in job.nodes.all()] == ["vm"]

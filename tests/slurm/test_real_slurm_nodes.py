@@ -49,3 +49,35 @@ def test_a_slurm_source_discovers_the_real_node_in_its_collection(slurm_env):  #
         source,
     )
     assert node.gpus.count() == GPUS
+
+
+@pytest.mark.django_db
+def test_a_node_list_command_giving_sinfo_output_is_read_as_sinfo(slurm_env):  # noqa: F811
+    cluster = ClusterFactory(slug="portal-slurm-sinfo")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={"timezone": "UTC", "nodes_command": sinfo_nodes_command()},
+    )
+    run_record = source_collect(source_id=source.pk)
+    assert run_record.status == "ok", run_record.rejects
+    node = Node.objects.get(cluster=cluster, hostname=HOST)
+    assert (node.gpu_model, node.gpu_count, node.source_labels) == ("h100", GPUS, {"partitions": "gpu"})
+
+
+@pytest.mark.django_db
+def test_sinfo_s_default_table_as_the_node_list_is_refused_with_the_reason(slurm_env):  # noqa: F811
+    cluster = ClusterFactory(slug="portal-slurm-sinfo-table")
+    source = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="slurm",
+        config={"timezone": "UTC", "nodes_command": ["sinfo", "-N"]},
+    )
+    run_record = source_collect(source_id=source.pk)
+    assert run_record.status == "partial"
+    assert run_record.rejects[0]["reason"].startswith(
+        "not a node list: expected `scontrol show nodes --oneliner` output"
+    )
+    assert not Node.objects.filter(cluster=cluster).exists()

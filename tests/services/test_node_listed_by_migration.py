@@ -1,0 +1,36 @@
+"""Migration 0023_node_listed_by: nodes a node list (Slurm, Kubernetes) discovered are listed by it,
+so it still retires them when it stops naming them; nodes readings discovered, or typed by hand,
+are nobody's until a node list names them."""
+
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+def test_nodes_a_node_list_discovered_are_listed_by_it(transactional_db):
+    graph = MigrationExecutor(connection).loader.graph
+    [listed] = [key for key in graph.nodes if key[0] == "efficiency" and key[1].endswith("_node_listed_by")]
+    before = [parent.key for parent in graph.node_map[listed].parents if parent.key[0] == "efficiency"]
+    latest = graph.leaf_nodes()
+    apps = migrate(before)
+    Cluster = apps.get_model("efficiency", "Cluster")
+    DataSource = apps.get_model("efficiency", "DataSource")
+    Node = apps.get_model("efficiency", "Node")
+    cluster = Cluster.objects.create(slug="old", name="old")
+    sources = {
+        kind: DataSource.objects.create(cluster=cluster, kind=kind, name=kind)
+        for kind in ("slurm", "kubernetes", "prometheus")
+    }
+    for hostname, kind in (("s1", "slurm"), ("k1", "kubernetes"), ("p1", "prometheus"), ("h1", None)):
+        Node.objects.create(
+            cluster=cluster, hostname=hostname, gpu_model="h100", gpu_count=8, discovered_by=sources.get(kind)
+        )
+    apps = migrate(latest)
+    listed_by = dict(apps.get_model("efficiency", "Node").objects.values_list("hostname", "listed_by__name"))
+    assert listed_by == {"s1": "slurm", "k1": "kubernetes", "p1": None, "h1": None}
