@@ -102,9 +102,11 @@ def test_utilization_per_gpu_and_overall_is_the_mean_of_the_samples_written(coll
     everything = [value for points in trace.values() for _, value in points]
     assert sum(everything) / len(everything) == pytest.approx(EXPECTED_OVERALL, abs=5e-5)
     assert 100 * sum(busy.values()) / sum(sampled.values()) == pytest.approx(EXPECTED_OVERALL, abs=0.05)
-    # The time covered is the samples x 56 s (57 s apart; an hour holds up to 64 of them): never more
-    # than the hours they span.
-    assert sum(sampled.values()) == len(everything) * 56
+    # The time covered is the samples x 56 s (57 s apart; an hour holds up to 64 of them), never more
+    # than the time in service: a discovered node is in service from its first reading, and where the
+    # first minutes of a pod hold samples closer than 56 s, that partial hour is capped (88 s in all).
+    claimed = len(everything) * 56
+    assert claimed - 2 * 56 <= sum(sampled.values()) <= claimed
 
 
 def test_the_nodes_and_gpus_are_discovered_from_the_labels_alone(collected):
