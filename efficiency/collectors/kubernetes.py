@@ -59,6 +59,22 @@ class _BadItem(ValueError):
     """An item that cannot become a record; the message is the rejection reason."""
 
 
+def _json_object(text: str, outcome: ParseOutcome, expected: str) -> dict | None:
+    """The JSON object ``text`` holds; else one rejection for the whole text and None."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        # The excerpt shows where the JSON breaks, which the first characters rarely do.
+        outcome.reject(
+            f"not valid JSON: {error}", text[max(0, error.pos - 80) : error.pos + 80], error.lineno
+        )
+        return None
+    if not isinstance(document, dict):
+        outcome.reject(f"expected a JSON object ({expected})", text)
+        return None
+    return document
+
+
 def parse_kubernetes_jobs(text: str) -> ParseOutcome[JobRecord]:
     """Turn ``kubectl get jobs|pods -A -o json`` output into job records, one per Job or Pod.
 
@@ -67,16 +83,8 @@ def parse_kubernetes_jobs(text: str) -> ParseOutcome[JobRecord]:
     carry the item's index in ``items`` (JSON has no useful line numbers once pretty-printed).
     """
     outcome = ParseOutcome[JobRecord]()
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        # The excerpt shows where the JSON breaks, which the first characters rarely do.
-        outcome.reject(
-            f"not valid JSON: {error}", text[max(0, error.pos - 80) : error.pos + 80], error.lineno
-        )
-        return outcome
-    if not isinstance(document, dict):
-        outcome.reject("expected a JSON object (a List of Jobs or Pods)", text)
+    document = _json_object(text, outcome, "a List of Jobs or Pods")
+    if document is None:
         return outcome
     list_kind = str(document.get("kind", ""))
     if "items" in document:
@@ -475,15 +483,8 @@ def parse_kubernetes_nodes(text: str) -> ParseOutcome[ObservedNode]:
     (a node list names every node), with a GPU count of 0.
     """
     outcome = ParseOutcome[ObservedNode]()
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        outcome.reject(
-            f"not valid JSON: {error}", text[max(0, error.pos - 80) : error.pos + 80], error.lineno
-        )
-        return outcome
-    if not isinstance(document, dict):
-        outcome.reject("expected a JSON object (a NodeList)", text)
+    document = _json_object(text, outcome, "a NodeList")
+    if document is None:
         return outcome
     items = document.get("items", [document])
     if not isinstance(items, list):

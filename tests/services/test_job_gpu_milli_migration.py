@@ -3,24 +3,13 @@ per-GPU share the CSV import kept in the config snapshot (``config["gpu_milli"]`
 
 from datetime import UTC, datetime
 
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+from tests.migrations import around, migrate
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
 
 
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 def test_stored_jobs_get_whole_gpus_or_the_share_their_snapshot_kept(transactional_db):
-    graph = MigrationExecutor(connection).loader.graph
-    [milli] = [key for key in graph.nodes if key[0] == "efficiency" and key[1].endswith("_job_gpu_milli")]
-    before = [parent.key for parent in graph.node_map[milli].parents if parent.key[0] == "efficiency"]
-    latest = graph.leaf_nodes()
+    before, latest = around("_job_gpu_milli")
     apps = migrate(before)
     Cluster = apps.get_model("efficiency", "Cluster")
     Job = apps.get_model("efficiency", "Job")

@@ -3,32 +3,15 @@ kernel-log lines are trusted; an incident with only job output becomes a suspici
 
 from datetime import UTC, datetime
 
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+from tests.migrations import around, migrate
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def targets() -> tuple[list, list]:
-    """Just before the trust migration (found by name: its number may change on merge), and the
-    latest state, so the database is left as fully migrated as it was found."""
-    graph = MigrationExecutor(connection).loader.graph
-    [trust] = [key for key in graph.nodes if key[0] == "efficiency" and key[1].endswith("_logs_trust")]
-    before = [parent for parent in graph.node_map[trust].parents if parent.key[0] == "efficiency"]
-    return [parent.key for parent in before], graph.leaf_nodes()
 
 
 def test_stored_evidence_is_marked_by_its_stream_and_job_output_only_incidents_become_suspicions(
     transactional_db,
 ):
-    before, latest = targets()
+    before, latest = around("_logs_trust")
     apps = migrate(before)
     Cluster = apps.get_model("efficiency", "Cluster")
     Incident = apps.get_model("efficiency", "Incident")

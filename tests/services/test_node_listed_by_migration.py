@@ -2,22 +2,11 @@
 so it still retires them when it stops naming them; nodes readings discovered, or typed by hand,
 are nobody's until a node list names them."""
 
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
+from tests.migrations import around, migrate
 
 
 def test_nodes_a_node_list_discovered_are_listed_by_it(transactional_db):
-    graph = MigrationExecutor(connection).loader.graph
-    [listed] = [key for key in graph.nodes if key[0] == "efficiency" and key[1].endswith("_node_listed_by")]
-    before = [parent.key for parent in graph.node_map[listed].parents if parent.key[0] == "efficiency"]
-    latest = graph.leaf_nodes()
+    before, latest = around("_node_listed_by")
     apps = migrate(before)
     Cluster = apps.get_model("efficiency", "Cluster")
     DataSource = apps.get_model("efficiency", "DataSource")
