@@ -80,11 +80,20 @@ class Command(BaseCommand):
 
         def start(name: str, command: list[str]) -> None:
             self.stdout.flush()
-            processes[name] = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
+            # In a session of its own, so that a signal to the console's process group (Ctrl-C, a
+            # supervisor's kill of the group) reaches only this command, which then stops each
+            # child exactly once: a second SIGTERM in the middle of a child's shutdown (gunicorn,
+            # Celery) interrupts its exit with a traceback.
+            processes[name] = subprocess.Popen(
+                command, cwd=settings.BASE_DIR, env=env, start_new_session=True
+            )
+
+        stopped: set[int] = set()
 
         def stop(*_):
             for process in processes.values():
-                if process.poll() is None:
+                if process.poll() is None and process.pid not in stopped:
+                    stopped.add(process.pid)
                     process.terminate()
 
         signal.signal(signal.SIGTERM, stop)
