@@ -2,12 +2,12 @@
 
 import django_filters
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.choices import FaultCategory, IncidentStatus, JobSource, JobState, NodeState
 from efficiency.forms import IsoDateTimeField, ModelChoiceField
 from efficiency.models import Cluster, Department, FaultSignal, Incident, Job, Node
+from efficiency.models.jobs import not_ended
 from efficiency.scoping import scope_queryset
 
 
@@ -118,10 +118,9 @@ class JobFilter(django_filters.FilterSet):
         if not value:
             return queryset
         still_open = {JobState.PENDING, JobState.RUNNING}
-        not_ended = Q(ended_at__isnull=True) | Q(ended_at__gt=timezone.now())
         return queryset.filter(
             Q(state__in=[state for state in value if state not in still_open])
-            | (Q(state__in=[state for state in value if state in still_open]) & not_ended)
+            | (Q(state__in=[state for state in value if state in still_open]) & not_ended())
         )
 
 

@@ -165,6 +165,7 @@ def _job_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace:
     ended_at = _timestamp(status, "completionTime")
     if ended_at is None and failed is not None:
         ended_at = _timestamp(failed, "lastTransitionTime")
+    devices, milli = _pod_gpu_share(pod_spec)
     config = _pod_spec_config(pod_spec)
     config.update(uid=metadata.get("uid", ""), parallelism=parallelism)
     if completions is not None:
@@ -176,8 +177,8 @@ def _job_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace:
         user_name=_user(metadata),
         name=name,
         state=state,
-        gpu_count=_pod_gpu_share(pod_spec)[0] * pods_at_once,
-        gpu_milli=_pod_gpu_share(pod_spec)[1] * pods_at_once,
+        gpu_count=devices * pods_at_once,
+        gpu_milli=milli * pods_at_once,
         submitted_at=_submitted_at(metadata),
         started_at=started_at,
         ended_at=ended_at,
@@ -212,6 +213,7 @@ def _pod_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace:
         exit_code = _exit_code(terminated)
     node_name = spec.get("nodeName")
     node_names = (node_name,) if isinstance(node_name, str) and node_name else ()
+    devices, milli = _pod_gpu_share(spec)
     config = _pod_spec_config(spec)
     config["uid"] = metadata.get("uid", "")
     owners = [
@@ -230,8 +232,8 @@ def _pod_record(item: Mapping[str, Any], metadata: Mapping[str, Any], namespace:
         user_name=_user(metadata),
         name=name,
         state=state,
-        gpu_count=_pod_gpu_share(spec)[0],
-        gpu_milli=_pod_gpu_share(spec)[1],
+        gpu_count=devices,
+        gpu_milli=milli,
         submitted_at=_submitted_at(metadata),
         started_at=_timestamp(status, "startTime"),
         ended_at=ended_at,

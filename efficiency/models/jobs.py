@@ -13,6 +13,12 @@ from efficiency.gpu_shares import MILLI_PER_GPU, gpus_text
 from efficiency.models.inventory import Cluster, Department, Node
 
 
+def not_ended(now: datetime | None = None) -> Q:
+    """Jobs whose end time has not passed: a row with an end time in the past has ended, whatever
+    state a source left on it (a trace cut off while jobs ran); a future end time is an expected end."""
+    return Q(ended_at__isnull=True) | Q(ended_at__gt=now or timezone.now())
+
+
 class JobQuerySet(models.QuerySet):
     def bulk_create(self, objs, *args, **kwargs):
         """As Django's, with a job's GPU share filled from its whole GPUs where none was given."""

@@ -4,13 +4,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Q, Sum
-from django.utils import timezone
 
 from efficiency.analysis.queue import QueueTotals
 from efficiency.analysis.usage import UsageTotals, change_points
 from efficiency.choices import IncidentStatus, JobState
 from efficiency.gpu_shares import MILLI_PER_GPU, gpus_text
 from efficiency.models import Department, Incident, Job
+from efficiency.models.jobs import not_ended
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.faults import incident_list
 from efficiency.selectors.inventory import department_list, owned_node_list
@@ -76,9 +76,8 @@ def home_summary(*, user: User) -> HomeSummary:
         shared=Sum("gpu_count", filter=Q(owner_department__isnull=True), default=0),
     )
     # A job whose end time has passed has ended, whatever state a source left on it.
-    not_ended = Q(ended_at__isnull=True) | Q(ended_at__gt=timezone.now())
-    running_now = Q(state=JobState.RUNNING) & not_ended
-    pending_now = Q(state=JobState.PENDING) & not_ended
+    running_now = Q(state=JobState.RUNNING) & not_ended()
+    pending_now = Q(state=JobState.PENDING) & not_ended()
     job_totals = scope_queryset(Job.objects.all(), user).aggregate(
         running=Count("pk", filter=running_now),
         running_gpus=Sum("gpu_milli", filter=running_now, default=0),

@@ -11,7 +11,6 @@ from django.db.models import (
     FloatField,
     IntegerField,
     OuterRef,
-    Q,
     QuerySet,
     Subquery,
     Sum,
@@ -19,13 +18,13 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Coalesce, Least, NullIf
-from django.utils import timezone
 
 from efficiency import days
 from efficiency.analysis.class_schedule import first_classification_day
 from efficiency.analysis.node_classes import NODE_CLASSES, UNKNOWN, ClassThresholds
 from efficiency.choices import JobState, NodeState
 from efficiency.models import Department, Job, Node, NodeClassification, NodeHour
+from efficiency.models.jobs import not_ended
 from efficiency.scoping import User, scope_queryset, visible_department_ids
 from efficiency.timeranges import TimeRange
 from efficiency.times import portal_day_zone
@@ -46,7 +45,7 @@ def department_list(*, user: User) -> QuerySet[Department]:
     )
     running = (
         Job.objects.filter(department=OuterRef("pk"), state=JobState.RUNNING)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=timezone.now()))  # not ended, whatever its state
+        .filter(not_ended())  # whatever its state
         .order_by()
         .values("department")
     )

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q, Sum
+from django.db.models import Sum
 
 from efficiency.analysis.queue import (
     PendingJob,
@@ -28,7 +28,7 @@ from efficiency.analysis.quotas import Key, resolve_gpu_model
 from efficiency.analysis.stats import percentile
 from efficiency.choices import JobState, NodeState
 from efficiency.models import Cluster, Department, Job, Node, Quota
-from efficiency.models.jobs import MILLI_PER_GPU
+from efficiency.models.jobs import MILLI_PER_GPU, not_ended
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus, quota_cycle_in_force
 from efficiency.timeranges import TimeRange
@@ -129,8 +129,7 @@ def queue_summary(
     pending jobs in scope (five each).
     """
     # A job whose end time has passed is not waiting, whatever state a source left on it.
-    not_ended = Q(ended_at__isnull=True) | Q(ended_at__gt=now)
-    pending = scope_queryset(Job.objects.filter(not_ended, state=JobState.PENDING), user)
+    pending = scope_queryset(Job.objects.filter(not_ended(now), state=JobState.PENDING), user)
     if department is not None:
         pending = pending.filter(department=department)
     pending = list(pending.select_related("department").order_by("submitted_at", "pk"))
@@ -141,7 +140,7 @@ def queue_summary(
     # Every department's running jobs, not only the user's: the shared pool is shared. Only the
     # free GPUs that result are shown. What a job holds is its GPU share (0.5: half of a shared GPU).
     for cluster_id, code, model, milli in (
-        Job.objects.filter(not_ended, state=JobState.RUNNING, cluster_id__in=cluster_ids)
+        Job.objects.filter(not_ended(now), state=JobState.RUNNING, cluster_id__in=cluster_ids)
         .values_list("cluster_id", "department__code", "gpu_model")
         .annotate(milli=Sum("gpu_milli"))
         .order_by()
