@@ -89,29 +89,18 @@ def _with(config: Mapping, path: tuple[str, ...], value: Any) -> dict:
     return copy
 
 
-def _non_finite(value: object, key: str) -> Iterator[str]:
-    if isinstance(value, float) and not math.isfinite(value):
-        yield key
-    elif isinstance(value, Mapping):
-        for name, item in value.items():
-            yield from _non_finite(item, f"{key}.{name}" if key else str(name))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _non_finite(item, f"{key}[{index}]")
-
-
-def _nul(value: object, key: str) -> Iterator[str]:
-    if isinstance(value, str) and "\x00" in value:
-        yield key
-    elif isinstance(value, Mapping):
+def _walk(value: object, key: str = "") -> Iterator[tuple[str, object]]:
+    """(shown key, value) of ``value`` and of everything inside it, a mapping's names included
+    (shown with the key they name), so that a check over the leaves names where it failed."""
+    yield key, value
+    if isinstance(value, Mapping):
         for name, item in value.items():
             shown = f"{key}.{name}" if key else str(name)
-            if "\x00" in str(name):
-                yield shown
-            yield from _nul(item, shown)
+            yield shown, str(name)
+            yield from _walk(item, shown)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _nul(item, f"{key}[{index}]")
+            yield from _walk(item, f"{key}[{index}]")
 
 
 def secrets_check(kind: str, config: object) -> list[str]:
@@ -120,9 +109,18 @@ def secrets_check(kind: str, config: object) -> list[str]:
     and any NaN or infinity (JSON has neither: the database refuses them) or NUL character."""
     if not isinstance(config, Mapping):
         return []
-    problems = [f"configuration {key!r} must be a finite number" for key in _non_finite(config, "")]
+    parts = list(_walk(config))
+    problems = [
+        f"configuration {key!r} must be a finite number"
+        for key, value in parts
+        if isinstance(value, float) and not math.isfinite(value)
+    ]
     # PostgreSQL's jsonb cannot hold a NUL character: refused here rather than a failed save.
-    problems += [f"configuration {key!r} holds a NUL character" for key in _nul(config, "")]
+    problems += [
+        f"configuration {key!r} holds a NUL character"
+        for key, value in parts
+        if isinstance(value, str) and "\x00" in value
+    ]
     secret_paths = {path for _, path in secret_items(kind, config)}
     for shown, path in secret_items(kind, config):
         value = _get(config, path)
