@@ -19,6 +19,7 @@ ROOT_PRIORITY = (
     "cuda_oom",
     "loss_nan_inf",
     "software_error",
+    "nccl_socket_fallback",
     "nccl_timeout_hang",
     "slowdown",
 )
@@ -77,3 +78,23 @@ def rank_host_index(rank: int, *, world_size: int, hosts: int) -> int | None:
     per_host = world_size // hosts
     index = rank // per_host
     return index if index < hosts else None
+
+
+class Categorised(Protocol):
+    category: str
+
+
+C = TypeVar("C", bound=Categorised)
+
+
+def log_root(findings: Sequence[C], *, priority: Sequence[str] = ROOT_PRIORITY) -> C | None:
+    """The finding that is a log's root cause: the most fundamental category, its first line.
+
+    What one log shows of a failure is a chain: the GPU falls off the bus, CUDA calls fail, the
+    peers' collectives time out. The root is the finding of the category first in ``priority``
+    (the earliest such line); the rest are its symptoms. None for a log without findings.
+    """
+    if not findings:
+        return None
+    rank_of = {category: index for index, category in enumerate(priority)}
+    return min(findings, key=lambda f: rank_of.get(f.category, len(priority)))

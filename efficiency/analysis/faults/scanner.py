@@ -36,7 +36,13 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import BinaryIO
 
-from efficiency.analysis.faults.signatures import SIGNATURES, Signature
+from efficiency.analysis.faults.context import METRICS, StreamContext, metric_value
+from efficiency.analysis.faults.signatures import SIGNATURES, THROUGHPUT_DROP, Signature
+
+try:  # Hyperscan: Intel's multi-pattern engine; the pure-Python prefilter is the fallback
+    import hyperscan
+except ImportError:  # pragma: no cover - the wheel is in requirements.txt
+    hyperscan = None
 
 MiB = 1024 * 1024
 DEFAULT_CHUNK_BYTES = 8 * MiB
@@ -76,6 +82,8 @@ class Finding:
     pci: str | None
     loss: float | None
     timestamp: datetime | None
+    value: float | None = None  # a throughput drop: the value that completed it
+    baseline: float | None = None  # ... and the baseline it fell from
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,26 +201,40 @@ def matchable_parts(raw: bytes) -> tuple[str, ...]:
     )
 
 
-def _classify(parts: tuple[str, ...]) -> tuple[Signature, re.Match[str], int] | None:
-    """The first signature (catalog order) matching any part, its match and the part's index."""
+def _classify(
+    parts: tuple[str, ...], seen: frozenset[str] | set[str] = frozenset()
+) -> tuple[Signature, re.Match[str], int] | None:
+    """The first signature (catalog order) matching any part, its match and the part's index.
+
+    ``seen``: the ``Signature.after`` literals of earlier lines of the log.
+    """
     for signature, literals in _LITERALS:
+        if signature.after is not None and signature.after not in seen:
+            continue
         for index, part in enumerate(parts):
             if not any(literal in part for literal in literals):
                 continue
             match = signature.pattern.search(part)
-            if match is not None:
+            if match is not None and (signature.accept is None or signature.accept(match)):
                 return signature, match, index
     return None
 
 
-def _finding_for_line(raw: bytes, *, line_no: int, offset: int, year: int | None) -> Finding | None:
-    return _finding_for_parts(matchable_parts(raw), line_no=line_no, offset=offset, year=year)
+def _finding_for_line(
+    raw: bytes, *, line_no: int, offset: int, year: int | None, seen: frozenset[str] | set[str] = frozenset()
+) -> Finding | None:
+    return _finding_for_parts(matchable_parts(raw), line_no=line_no, offset=offset, year=year, seen=seen)
 
 
 def _finding_for_parts(
-    parts: tuple[str, ...], *, line_no: int, offset: int, year: int | None
+    parts: tuple[str, ...],
+    *,
+    line_no: int,
+    offset: int,
+    year: int | None,
+    seen: frozenset[str] | set[str] = frozenset(),
 ) -> Finding | None:
-    classified = _classify(parts)
+    classified = _classify(parts, seen)
     if classified is None:
         return None
     signature, match, index = classified
@@ -369,19 +391,27 @@ def scan_bytes(
     start_offset: int = 0,
     start_line: int = 1,
     year: int | None = None,
+    context: StreamContext | None = None,
+    engine: str | None = None,
 ) -> list[Finding]:
     """Findings in ``data``, lines numbered from ``start_line`` and offsets from ``start_offset``.
 
     Meant for complete lines (a tailer keeps a partial last line for later); an unterminated
-    last line is scanned as a line all the same.
+    last line is scanned as a line all the same. ``context``: what earlier pieces of the same log
+    left (updated in place), for a log scanned piece by piece; a fresh one when omitted.
     """
     findings: list[Finding] = []
-    _scan_region(data, 0, len(data), start_line, start_offset, year, findings)
+    scan = _Scan(context or StreamContext(), engine_for(engine), year)
+    scan.region(data, 0, len(data), start_line, start_offset, findings)
     return findings
 
 
 def scan_file(
-    path: str | os.PathLike[str], *, year: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    path: str | os.PathLike[str],
+    *,
+    year: int | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    engine: str | None = None,
 ) -> Iterator[Finding]:
     """Stream the findings of a log file, reading ``chunk_bytes`` at a time.
 
@@ -390,6 +420,7 @@ def scan_file(
     """
     if chunk_bytes < 1:
         raise ValueError("chunk_bytes must be positive")
+    scan = _Scan(StreamContext(), engine_for(engine), year)
     path = Path(path)
     try:
         # Checked before opening: opening a FIFO would block until someone writes to it.
@@ -400,10 +431,10 @@ def scan_file(
         raise
     except OSError as error:
         raise LogFileError(f"cannot read {path}: {error.strerror or error}") from error
-    return _scan_stream(handle, year=year, chunk_bytes=chunk_bytes)
+    return _scan_stream(handle, scan=scan, chunk_bytes=chunk_bytes)
 
 
-def _scan_stream(handle: BinaryIO, *, year: int | None, chunk_bytes: int) -> Iterator[Finding]:
+def _scan_stream(handle: BinaryIO, *, scan: "_Scan", chunk_bytes: int) -> Iterator[Finding]:
     # One buffer for the whole file: the start of an unfinished line (at most two line edges;
     # a longer line goes to ``_LongLine``) followed by the next read, so no chunk is copied.
     carry_max = 2 * LINE_EDGE_BYTES
@@ -424,7 +455,7 @@ def _scan_stream(handle: BinaryIO, *, year: int | None, chunk_bytes: int) -> Ite
                     offset += filled
                     continue
                 long_line.extend(view[:newline])
-                finding = long_line.finding(line_no=line_no, year=year)
+                finding = long_line.finding(line_no=line_no, scan=scan)
                 if finding is not None:
                     yield finding
                 line_no += 1
@@ -432,7 +463,7 @@ def _scan_stream(handle: BinaryIO, *, year: int | None, chunk_bytes: int) -> Ite
                 begin = newline + 1
             cut = buffer.rfind(b"\n", begin, filled) + 1 or begin
             findings: list[Finding] = []
-            line_no = _scan_region(buffer, begin, cut, line_no, offset, year, findings)
+            line_no = scan.region(buffer, begin, cut, line_no, offset, findings)
             yield from findings
             carried = filled - cut
             if carried > carry_max:
@@ -443,13 +474,13 @@ def _scan_stream(handle: BinaryIO, *, year: int | None, chunk_bytes: int) -> Ite
                 buffer[:carried] = bytes(view[cut:filled])
                 offset += cut
         if long_line is not None:
-            finding = long_line.finding(line_no=line_no, year=year)
+            finding = long_line.finding(line_no=line_no, scan=scan)
             if finding is not None:
                 yield finding
         elif carried:
-            finding = _finding_for_line(bytes(view[:carried]), line_no=line_no, offset=offset, year=year)
-            if finding is not None:
-                yield finding
+            findings = []
+            scan.region(bytes(view[:carried]), 0, carried, line_no, offset, findings)
+            yield from findings
 
 
 class _LongLine:
@@ -468,49 +499,243 @@ class _LongLine:
         else:
             self.tail = (self.tail + bytes(more))[-LINE_EDGE_BYTES:]
 
-    def finding(self, *, line_no: int, year: int | None) -> Finding | None:
-        # The same two edges ``matchable_parts`` cuts from the whole line.
+    def finding(self, *, line_no: int, scan: "_Scan") -> Finding | None:
+        # The same two edges ``matchable_parts`` cuts from the whole line; a huge line gives no
+        # context (no throughput value, no ``after`` literal), as in ``_Scan.region``.
         parts = (self.head.decode("utf-8", "replace"), self.tail.decode("utf-8", "replace"))
-        return _finding_for_parts(parts, line_no=line_no, offset=self.offset, year=year)
+        return _finding_for_parts(
+            parts, line_no=line_no, offset=self.offset, year=scan.year, seen=scan.context.seen
+        )
 
 
-def _scan_region(
-    data: bytes | bytearray,
-    begin: int,
-    end: int,
-    line_no: int,
-    base_offset: int,
-    year: int | None,
-    findings: list[Finding],
-) -> int:
-    """Append the findings of the lines in ``data[begin:end]``; return the next line number.
+# ------------------------------------------------------------------------------------------------
+# Engines: where the candidate lines and the throughput values are
 
-    ``base_offset`` is the offset of ``data[0]``. The region is scanned in cache-sized blocks
-    that end after a newline (or at ``end``), so no line is split between two blocks.
-    """
-    plan, replan_at = _plan(data, begin, end), begin + DEFAULT_CHUNK_BYTES
-    while begin < end:
-        if begin >= replan_at:  # logs change character (NCCL set-up, then iterations): re-sample
-            plan, replan_at = _plan(data, begin, end), begin + DEFAULT_CHUNK_BYTES
-        block_end = _block_end(data, begin, end)
+
+ENGINES = ("hyperscan", "python")
+
+
+def engine_for(name: str | None = None) -> str:
+    """The engine to use: ``name``, else ``PORTAL_SCAN_ENGINE``, else Hyperscan where it is installed."""
+    name = name or os.environ.get("PORTAL_SCAN_ENGINE") or ("hyperscan" if hyperscan else "python")
+    if name not in ENGINES:
+        raise ValueError(f"unknown scan engine {name!r} (choose from {', '.join(ENGINES)})")
+    if name == "hyperscan" and hyperscan is None:
+        raise ValueError("the hyperscan engine needs the hyperscan package")
+    return name
+
+
+AFTER_LITERALS = tuple(sorted({s.after for s in SIGNATURES if s.after is not None}))
+_AFTER_BYTES = tuple(literal.encode() for literal in AFTER_LITERALS)
+
+
+class _HyperscanDatabase:
+    """One compiled Hyperscan database: every signature (prefilter mode, a superset of its
+    lines: the lines it reports are then matched exactly, in Python), every metric's words, and
+    the ``after`` literals (first occurrence only)."""
+
+    def __init__(self) -> None:
+        expressions, flags = [], []
+        for signature in SIGNATURES:
+            expressions.append(signature.pattern.pattern.encode())
+            flags.append(hyperscan.HS_FLAG_PREFILTER)
+        self.metrics_from = len(expressions)
+        for metric in METRICS:
+            expressions.append(re.escape(metric.literal))
+            flags.append(0)
+        self.after_from = len(expressions)
+        for literal in _AFTER_BYTES:
+            expressions.append(re.escape(literal))
+            flags.append(hyperscan.HS_FLAG_SINGLEMATCH)
+        self.database = hyperscan.Database()
+        self.database.compile(
+            expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
+        )
+
+
+_HS_DATABASE: _HyperscanDatabase | None = None
+
+
+def _hs_database() -> _HyperscanDatabase:
+    global _HS_DATABASE
+    if _HS_DATABASE is None:
+        _HS_DATABASE = _HyperscanDatabase()
+    return _HS_DATABASE
+
+
+class _Scan:
+    """One log's scan: its engine, its context, and the year for times without one."""
+
+    def __init__(self, context: StreamContext, engine: str, year: int | None) -> None:
+        self.context = context
+        self.engine = engine
+        self.year = year
+
+    def region(
+        self,
+        data: bytes | bytearray,
+        begin: int,
+        end: int,
+        line_no: int,
+        base_offset: int,
+        findings: list[Finding],
+    ) -> int:
+        """Append the findings of the lines in ``data[begin:end]``; return the next line number.
+
+        ``base_offset`` is the offset of ``data[0]``. The region is scanned in cache-sized blocks
+        that end after a newline (or at ``end``), so no line is split between two blocks.
+        """
+        plan, replan_at = None, begin
+        while begin < end:
+            if self.engine == "python" and begin >= replan_at:  # logs change character: re-sample
+                plan, replan_at = _plan(data, begin, end), begin + DEFAULT_CHUNK_BYTES
+            block_end = _block_end(data, begin, end)
+            line_no = self._block(data, begin, block_end, line_no, base_offset, findings, plan)
+            begin = block_end
+        return line_no
+
+    def _block(self, data, begin, end, line_no, base_offset, findings, plan) -> int:
+        if self.engine == "hyperscan":
+            starts, events, after_hits = self._hyperscan(data, begin, end)
+        else:
+            starts = _candidate_starts(data, begin, end, plan)
+            events = _metric_events(data, begin, end)
+            after_hits = {}
+        huge = _may_hold_huge_line(data, begin, end)
+        # ``after`` literals: where each first occurs in this block, in a line of normal size.
+        seen = self.context.seen
+        first_after: dict[str, int] = {}
+        for literal, raw in zip(AFTER_LITERALS, _AFTER_BYTES, strict=True):
+            if literal in seen:
+                continue
+            if self.engine == "hyperscan" and not huge:
+                at = after_hits.get(literal, -1)
+            else:
+                at = data.find(raw, begin, end)
+                while at != -1 and huge and _in_huge_line(data, begin, end, at):
+                    at = data.find(raw, at + 1, end)
+            if at != -1:
+                first_after[literal] = at
+        slow = self._throughput(data, begin, end, events, huge)
         counted_to = begin
-        for line_start in sorted(_candidate_starts(data, begin, block_end, plan)):
+        for line_start in sorted(starts.union(slow) if slow else starts):
             line_no += data.count(b"\n", counted_to, line_start)
             counted_to = line_start
-            line_end = data.find(b"\n", line_start, block_end)
+            line_end = data.find(b"\n", line_start, end)
             if line_end == -1:
-                line_end = block_end
-            finding = _finding_for_line(
-                bytes(data[line_start:line_end]),
-                line_no=line_no,
-                offset=base_offset + line_start,
-                year=year,
-            )
+                line_end = end
+            earlier = seen.union(literal for literal, at in first_after.items() if at < line_start)
+            raw = bytes(data[line_start:line_end])
+            finding = None
+            if line_start in starts:
+                finding = _finding_for_line(
+                    raw, line_no=line_no, offset=base_offset + line_start, year=self.year, seen=earlier
+                )
+            if finding is None and line_start in slow:
+                finding = _slowdown_finding(
+                    raw, *slow[line_start], line_no=line_no, offset=base_offset + line_start, year=self.year
+                )
             if finding is not None:
                 findings.append(finding)
-        line_no += data.count(b"\n", counted_to, block_end)
-        begin = block_end
-    return line_no
+        seen.update(first_after)
+        return line_no + data.count(b"\n", counted_to, end)
+
+    def _hyperscan(self, data, begin, end):
+        compiled = _hs_database()
+        metrics_from, after_from = compiled.metrics_from, compiled.after_from
+        ends: list[int] = []
+        events: list[tuple[int, int]] = []
+        after_hits: dict[str, int] = {}
+
+        def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
+            if pattern < metrics_from:
+                ends.append(stop)
+            elif pattern < after_from:
+                index = pattern - metrics_from
+                events.append((begin + stop - len(METRICS[index].literal), index))
+            else:
+                literal = AFTER_LITERALS[pattern - after_from]
+                after_hits[literal] = begin + stop - len(_AFTER_BYTES[pattern - after_from])
+
+        with memoryview(data) as view:
+            compiled.database.scan(view[begin:end], match_event_handler=on_match)
+        starts = set()
+        for stop in ends:
+            # A prefilter match ends in (or just after) the line it found; a line's match never
+            # crosses a newline, so the line holding its last byte is the candidate.
+            at = begin + stop - 1
+            starts.add(data.rfind(b"\n", begin, at) + 1 or begin)
+        events.sort()
+        return starts, events, after_hits
+
+    def _throughput(self, data, begin, end, events, huge) -> dict[int, tuple[str, float, float]]:
+        """Feed the block's metric values to their trackers, in order; the lines that complete a
+        drop: their start and (metric, value, baseline)."""
+        slow: dict[int, tuple[str, float, float]] = {}
+        context = self.context
+        for at, index in events:
+            if huge and _in_huge_line(data, begin, end, at):
+                continue
+            metric = METRICS[index]
+            value = metric_value(data, metric, at, at + len(metric.literal), begin)
+            if value is None:
+                continue
+            baseline = context.tracker(metric).add(value)
+            if baseline is not None:
+                line_start = data.rfind(b"\n", begin, at) + 1 or begin
+                slow.setdefault(line_start, (metric.key, value, baseline))
+        return slow
+
+
+def _metric_events(data: bytes | bytearray, begin: int, end: int) -> list[tuple[int, int]]:
+    """(offset, metric index) of every occurrence of a metric's words, in order (the Python engine)."""
+    events = []
+    for index, metric in enumerate(METRICS):
+        at = data.find(metric.literal, begin, end)
+        while at != -1:
+            events.append((at, index))
+            at = data.find(metric.literal, at + 1, end)
+    events.sort()
+    return events
+
+
+def _may_hold_huge_line(data: bytes | bytearray, begin: int, end: int) -> bool:
+    """Whether ``data[begin:end]`` may hold a line longer than two line edges: it holds one only
+    if some aligned stretch of ``LINE_EDGE_BYTES`` has no newline (a cheap, one-sided test)."""
+    for at in range(begin, end - LINE_EDGE_BYTES + 1, LINE_EDGE_BYTES):
+        if data.find(b"\n", at, at + LINE_EDGE_BYTES) == -1:
+            return True
+    return False
+
+
+def _in_huge_line(data: bytes | bytearray, begin: int, end: int, at: int) -> bool:
+    line_start = data.rfind(b"\n", begin, at) + 1 or begin
+    line_end = data.find(b"\n", at, end)
+    return (end if line_end == -1 else line_end) - line_start > 2 * LINE_EDGE_BYTES
+
+
+def _slowdown_finding(
+    raw: bytes, metric: str, value: float, baseline: float, *, line_no: int, offset: int, year: int | None
+) -> Finding:
+    parts = matchable_parts(raw)
+    head = parts[0]
+    text = head[:-1] if head.endswith("\r") else head
+    return Finding(
+        signature_id=THROUGHPUT_DROP.id,
+        category=THROUGHPUT_DROP.category,
+        code=metric,
+        severity=THROUGHPUT_DROP.severity,
+        line_no=line_no,
+        offset=offset,
+        text=text[:MAX_TEXT_CHARS].replace("\x00", REPLACEMENT),
+        node=_syslog_host(head),
+        rank=_rank(head),
+        pci=None,
+        loss=None,
+        timestamp=line_timestamp(head, year=year),
+        value=value,
+        baseline=baseline,
+    )
 
 
 def _block_end(data: bytes | bytearray, begin: int, end: int) -> int:

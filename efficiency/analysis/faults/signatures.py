@@ -31,9 +31,15 @@ reboots the node are ``critical``, codes the application recovers from by restar
   ``pattern`` does; the scanner runs it over whole blocks instead of using the literals.
 - Named groups the scanner reads: ``code`` (the finding's code when the signature has none of its
   own) and ``value`` (the loss).
+- ``accept``: for a fact a pattern cannot state (a loss scale below 1), a check of the match; a
+  line whose first match fails it is not this signature's (the next signature is tried).
+- ``after``: a literal that must occur in an *earlier* line of the same log for the signature to
+  count (a Megatron iteration line without ``lm loss`` is a lost loss only after lines that had
+  one: see ``context.StreamContext``).
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -72,6 +78,8 @@ class Signature:
     literals: tuple[str, ...]
     pattern: re.Pattern[str]
     chunk_pattern: re.Pattern[bytes] | None = None
+    accept: Callable[[re.Match[str]], bool] | None = None
+    after: str | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
@@ -385,4 +393,19 @@ OTHER_SIGNATURES = (
 )
 
 SIGNATURES: tuple[Signature, ...] = (*XID_SIGNATURES, XID_OTHER, *OTHER_SIGNATURES)
-SIGNATURES_BY_ID = {signature.id: signature for signature in SIGNATURES}
+
+# Not a line's: reported where a log's own throughput drops (``context.ThroughputTracker``).
+THROUGHPUT_DROP = Signature(
+    id="throughput-drop",
+    category="slowdown",
+    severity="warning",
+    code=None,
+    title="Throughput dropped against the log's own baseline",
+    action=gettext_noop(
+        "Compare the job's nodes (GPU activity, clocks, temperatures, NCCL transport): a drop "
+        "that one node causes is a straggler; drain it and restart from the last checkpoint"
+    ),
+    literals=("/s",),
+    pattern=_re(r"(?!)"),
+)
+SIGNATURES_BY_ID = {signature.id: signature for signature in (*SIGNATURES, THROUGHPUT_DROP)}
