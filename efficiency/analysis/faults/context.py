@@ -3,80 +3,103 @@
 A slowdown shows only as numbers: the iteration lines keep their shape while ``samples/sec`` falls
 or ``elapsed time per iteration`` grows. ``ThroughputTracker`` follows each *metric* of one log
 (one file, one stream) in order and reports the value at which a drop has lasted ``SUSTAINED``
-reports in a row. The rules (the README's fault section states them for users):
+values in a row. The rules (the README's fault section states them for users):
 
-- **Metrics.** ``METRICS`` lists the shapes real training logs print: Megatron's ``elapsed time per
-  iteration (ms): 812.3`` and ``samples per second: 95.1``, tqdm's ``3.52it/s`` (and ``2.10s/it``,
-  which tqdm switches to when an iteration takes more than a second: read as its inverse, so the
-  two are one series), ``samples/sec``, ``images/sec``, ``img/sec``, ``tokens/s``, ``TFLOPs``. A
-  value is the run of digits (and one dot) right beside the metric's words; anything else there
-  is no value.
-- **Baseline.** The median of the metric's recent *normal* values: the last ``WINDOW`` values that
-  were not slow. It needs ``MIN_BASELINE`` of them; while fewer than ``WINDOW`` values are known it
-  is recomputed at each value, afterwards every ``REFRESH`` values (a long log need not sort at every
-  line, and a drop of ``SUSTAINED`` reports is judged against the same baseline either way).
-- **Slow.** A rate below ``(1 - DROP)`` of the baseline, a time above ``1 / (1 - DROP)`` of it. Slow
-  values never enter the baseline, so a slowdown that lasts does not become the new normal.
-- **Reported** once per drop: at its ``SUSTAINED``-th slow value in a row. A normal value ends the
-  drop; a later drop is reported again. One slow report (a checkpoint save, an evaluation) is not a
-  slowdown, and neither is the slow start of a run (the baseline forms after it).
+- **Metrics.** ``METRICS`` lists the shapes real training logs print: Megatron's ``elapsed time
+  per iteration (ms): 812.3``, ``samples per second: 95.1`` and ``TFLOPs: 149.10``, tqdm's
+  ``3.52it/s`` (and ``2.10s/it``, which tqdm switches to when an iteration takes more than a
+  second: read as its inverse, so the two are one series), ``95.71 samples/sec``, ``images/sec``,
+  ``tokens/s``, the ``Time 0.470 (1.206)`` of PyTorch's ``AverageMeter``. A value is the run of
+  digits (and one dot) right beside the metric's words; anything else there is no value.
+- **Baseline.** The median of the metric's first values: it judges from the ``MIN_BASELINE``-th
+  value on and keeps forming until ``WINDOW`` normal values are known, then stays. Slow values
+  never enter it.
+- **Slow.** A rate below ``(1 - DROP)`` of the baseline, a time above ``1 / (1 - DROP)`` of it.
+- **Reported** once per drop: at its ``SUSTAINED``-th slow value in a row (a normal value ends a
+  run). The baseline then forms anew from the values that follow, so a drop that lasts becomes the
+  new normal and a further drop is reported again. One slow value (a checkpoint save, an
+  evaluation) is not a slowdown; neither is the slow start of a run, which only makes the first
+  baseline lower.
 
-``StreamContext`` is everything a scan must remember about a stream between two pieces of it (the
-trackers, and whether a line with a loss value was seen: see ``Signature.after``); it is plain
-JSON for the portal, which scans each log stream piece by piece as it is collected.
+``StreamContext`` is everything a scan must remember about a log between two pieces of it (the
+trackers, and the ``Signature.after`` literals seen); it is plain JSON for the portal, which scans
+each log stream piece by piece as it is collected.
+
+A frozen baseline is what lets the scanner keep up with grep: past the ``WINDOW`` values that form
+it, only values beyond the slow threshold matter, and ``slow_number_pattern`` writes a pattern that
+matches (a superset of) exactly those, so the multi-pattern engine skips the normal ones.
 """
 
+import math
 import re
 from dataclasses import dataclass, field
 
-WINDOW = 16
-REFRESH = 16
-MIN_BASELINE = 4
-DROP = 0.4
-SUSTAINED = 3
-# A value is at most this many bytes before (or after) the metric's words.
+WINDOW = 8
+MIN_BASELINE = 2
+DROP = 0.25
+SUSTAINED = 2
+# A value is within this many bytes before the metric's words (or this many after them).
 VALUE_REACH = 32
+
+NUMBER = rb"[0-9]+(?:\.[0-9]+)?"
 
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """One throughput shape: the words, which side the value is on, and which way is slow."""
+    """One throughput shape: its words, where its value stands, and which way is slow.
+
+    ``after``: the value follows the words (``samples per second: 95.1``), matched from the end of
+    the words by ``exact`` (group 1 is the number); else it precedes them (``3.52it/s``), found in
+    the ``VALUE_REACH`` bytes before them. ``gap``: a Hyperscan pattern for what may stand between
+    words and value, as loose as ``exact`` or looser (the engine's prefilter).
+    """
 
     key: str  # the series it belongs to (s/it joins it/s)
-    literal: bytes  # the words, found as a plain substring
-    value_after: bool  # "samples/sec: 95.1" (True) or "3.52it/s" (False)
+    literal: bytes
+    after: bool
     higher_is_faster: bool
+    exact: re.Pattern[bytes]
+    gap: bytes
     inverse: bool = False  # s/it: read as it/s
 
 
+def _after(separator: bytes, tail: bytes = rb"(?![0-9.])") -> re.Pattern[bytes]:
+    return re.compile(separator + b"(" + NUMBER + b")" + tail)
+
+
+_BEFORE = re.compile(rb"(?<![0-9.])(" + NUMBER + rb") ?\Z")
+_COLON = _after(rb": ?")
+
 METRICS = (
-    Metric("elapsed_ms", b"elapsed time per iteration (ms):", True, False),
-    Metric("samples_per_second", b"samples per second:", True, True),
-    Metric("tflops", b"TFLOPs:", True, True),
-    Metric("samples_per_sec", b"samples/sec:", True, True),
-    Metric("images_per_sec", b"images/sec:", True, True),
-    Metric("img_per_sec", b"img/sec", False, True),
-    Metric("tokens_per_s", b"tokens/s", False, True),
-    Metric("it_per_s", b"it/s", False, True),
-    Metric("it_per_s", b"s/it", False, True, inverse=True),
+    Metric("elapsed_ms", b"elapsed time per iteration (ms)", True, False, _COLON, b": ?"),
+    Metric("elapsed_s", b"elapsed time per iteration (s)", True, False, _COLON, b": ?"),
+    Metric("iter_time", b"iter_time", True, False, _COLON, b": ?"),
+    Metric("samples_per_second", b"samples per second", True, True, _COLON, b": ?"),
+    Metric("tflops", b"TFLOPs", True, True, _COLON, b": ?"),
+    Metric("tflops_per_gpu", b"(TFLOP/s/GPU)", True, True, _COLON, b": ?"),
+    # PyTorch's AverageMeter: ``Time 0.470 (1.206)``, ``Time 7.420s (7.420s)``: value, then average.
+    Metric("time_meter", b"Time ", True, False, _after(b"", rb"s? \("), b""),
+    Metric("samples_per_sec", b"samples/sec", False, True, _BEFORE, b" ?"),
+    Metric("samples_per_s", b"samples/s ", False, True, _BEFORE, b" ?"),
+    Metric("images_per_sec", b"images/sec", True, True, _COLON, b": ?"),
+    Metric("img_per_sec", b"img/sec", False, True, _BEFORE, b" ?"),
+    Metric("tokens_per_s", b"tokens/s", False, True, _BEFORE, b" ?"),
+    Metric("it_per_s", b"it/s", False, True, _BEFORE, b" ?"),
+    Metric("it_per_s", b"s/it", False, True, _BEFORE, b" ?", inverse=True),
 )
 
-_AFTER = re.compile(rb" ?([0-9]+(?:\.[0-9]+)?)(?![0-9.])")
-_BEFORE = re.compile(rb"(?<![0-9.])([0-9]+(?:\.[0-9]+)?) ?\Z")
 
+def metric_value(data: bytes | bytearray, metric: Metric, start: int, floor: int) -> float | None:
+    """The value beside the occurrence of ``metric.literal`` at ``data[start:]``, if it has one.
 
-def metric_value(data: bytes | bytearray, metric: Metric, start: int, end: int, floor: int) -> float | None:
-    """The value beside an occurrence of ``metric.literal`` at ``data[start:end]``, if any.
-
-    ``floor`` is the start of the line (a value never reaches into the line before): the value
-    before ``it/s`` is looked for in at most ``VALUE_REACH`` bytes from there.
+    ``floor``: where the data may be read back to (the start of a line or before; the value
+    pattern never crosses a newline).
     """
-    if metric.value_after:
-        match = _AFTER.match(data, end, end + VALUE_REACH)
+    if metric.after:
+        end = start + len(metric.literal)
+        match = metric.exact.match(data, end, end + VALUE_REACH)
     else:
-        # ``s/it`` must not be read inside ``it/s`` nor ``it/s`` inside ``s/it``... the words stand
-        # right after the number (and an optional space), which the pattern's anchor checks.
-        match = _BEFORE.search(data, max(floor, start - VALUE_REACH), start)
+        match = metric.exact.search(data, max(floor, start - VALUE_REACH), start)
     if match is None:
         return None
     value = float(match[1])
@@ -85,56 +108,58 @@ def metric_value(data: bytes | bytearray, metric: Metric, start: int, end: int, 
     return value
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 @dataclass(slots=True)
 class ThroughputTracker:
     """One metric's series in one log; ``add`` says when a drop has lasted long enough to report."""
 
     higher_is_faster: bool
-    normal: list[float] = field(default_factory=list)  # the last WINDOW normal values, oldest first
-    baseline: float | None = None
-    since_refresh: int = 0
-    slow_run: int = 0
+    normal: list[float] = field(default_factory=list)  # the values forming the baseline
+    frozen: float | None = None  # the baseline, once WINDOW normal values formed it
+    run: int = 0  # slow values in a row
 
-    def add(self, value: float) -> float | None:
-        """Take the next value; the baseline it fell from when this value completes a drop."""
-        baseline = self.baseline
-        if baseline is not None and baseline > 0 and self._slow(value, baseline):
-            self.slow_run += 1
-            return baseline if self.slow_run == SUSTAINED else None
-        self.slow_run = 0
-        self.normal.append(value)
-        if len(self.normal) > WINDOW:
-            del self.normal[0]
-        self.since_refresh += 1
-        if len(self.normal) >= MIN_BASELINE and (len(self.normal) < WINDOW or self.since_refresh >= REFRESH):
-            ordered = sorted(self.normal)
-            middle = len(ordered) // 2
-            self.baseline = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-            self.since_refresh = 0
-        return None
+    def baseline(self) -> float | None:
+        if self.frozen is not None:
+            return self.frozen
+        return _median(self.normal) if len(self.normal) >= MIN_BASELINE else None
 
-    def _slow(self, value: float, baseline: float) -> bool:
+    def is_slow(self, value: float, baseline: float) -> bool:
         if self.higher_is_faster:
             return value < baseline * (1 - DROP)
         return value > baseline / (1 - DROP)
 
+    def add(self, value: float) -> float | None:
+        """Take the next value; the baseline it fell from when this value completes a drop."""
+        baseline = self.baseline()
+        if baseline is not None and self.is_slow(value, baseline):
+            self.run += 1
+            if self.run < SUSTAINED:
+                return None
+            self.normal, self.frozen, self.run = [], None, 0  # the baseline forms anew
+            return baseline
+        self.run = 0
+        if self.frozen is None:
+            self.normal.append(value)
+            if len(self.normal) == WINDOW:
+                self.frozen, self.normal = _median(self.normal), []
+        return None
+
     def as_json(self) -> dict:
-        return {
-            "faster": self.higher_is_faster,
-            "normal": self.normal,
-            "baseline": self.baseline,
-            "since_refresh": self.since_refresh,
-            "slow_run": self.slow_run,
-        }
+        return {"faster": self.higher_is_faster, "normal": self.normal, "frozen": self.frozen, "run": self.run}
 
     @classmethod
     def from_json(cls, data: dict) -> "ThroughputTracker":
+        frozen = data.get("frozen")
         return cls(
             higher_is_faster=bool(data["faster"]),
-            normal=[float(v) for v in data.get("normal", [])][-WINDOW:],
-            baseline=None if data.get("baseline") is None else float(data["baseline"]),
-            since_refresh=int(data.get("since_refresh", 0)),
-            slow_run=int(data.get("slow_run", 0)),
+            normal=[float(v) for v in data.get("normal") or []][: WINDOW - 1],
+            frozen=None if frozen is None else float(frozen),
+            run=min(max(int(data.get("run") or 0), 0), SUSTAINED - 1),
         )
 
 
@@ -166,11 +191,101 @@ class StreamContext:
             trackers = {
                 str(key): ThroughputTracker.from_json(value)
                 for key, value in (data.get("trackers") or {}).items()
-                if key in _METRIC_KEYS
+                if key in METRIC_KEYS
             }
             return cls(trackers=trackers, seen={str(s) for s in data.get("seen") or ()})
         except (TypeError, ValueError, KeyError, AttributeError):
             return cls()
 
 
-_METRIC_KEYS = {metric.key for metric in METRICS}
+METRIC_KEYS = {metric.key for metric in METRICS}
+
+
+# ------------------------------------------------------------------------------------------------
+# Prefilter patterns for a frozen baseline
+
+
+def slow_threshold(metric: Metric, baseline: float) -> tuple[str, float]:
+    """Which raw numbers beside ``metric`` are slow against ``baseline``: ("below" | "above", bound).
+
+    A rate is slow below ``baseline * (1 - DROP)``; a time above ``baseline / (1 - DROP)``; an
+    inverse metric (s/it) is read as a rate, so its raw number is slow *above* the inverse bound.
+    """
+    if metric.higher_is_faster:
+        bound = baseline * (1 - DROP)
+        if metric.inverse:
+            return ("above", 1 / bound) if bound > 0 else ("above", math.inf)
+        return "below", bound
+    return "above", baseline / (1 - DROP)
+
+
+SIGNIFICANT = 3  # digits of the bound the prefilter compares
+
+
+def slow_number_pattern(direction: str, bound: float) -> bytes:
+    """A Hyperscan pattern matching every number (``NUMBER``) above / below ``bound``, and a few others.
+
+    The number and the bound are compared on the bound's first ``SIGNIFICANT`` digits: both are
+    cut (not rounded) to as many decimals, which keeps the order of any two numbers or makes them
+    equal; numbers equal to the bound when cut match either way. Leading zeros are allowed.
+    Exactness is the scanner's job: it checks each hit.
+    """
+    if not math.isfinite(bound):
+        return rb"(?!)x" if direction == "above" else NUMBER
+    integer = str(int(bound))
+    k = 0 if integer == "0" else len(integer)
+    q = max(0, SIGNIFICANT - k)
+    fraction_digits = f"{bound:.{q + 3}f}".split(".")[1][:q] if q else ""
+    t_int = integer.encode()
+    t_frac = fraction_digits.encode()
+    any_fraction = rb"(?:\.[0-9]+)?"
+    alternatives: list[bytes] = []
+
+    def digits(n: int) -> bytes:
+        return rb"[0-9]{%d}" % n if n else b""
+
+    def digit_range(low: int, high: int) -> bytes | None:
+        return None if low > high else (b"%d" % low if low == high else b"[%d-%d]" % (low, high))
+
+    if direction == "above":
+        alternatives.append((rb"[1-9][0-9]{%d,}" % k if k else rb"[1-9][0-9]*") + any_fraction)
+        for i in range(k):
+            step = digit_range(t_int[i] - 47, 9)
+            if step:
+                alternatives.append(t_int[:i] + step + digits(k - 1 - i) + any_fraction)
+        int_part = t_int if k else b"0"
+        for j in range(q):
+            step = digit_range(t_frac[j] - 47, 9)
+            if step:
+                alternatives.append(int_part + rb"\." + t_frac[:j] + step + rb"[0-9]*")
+        kept = t_frac.rstrip(b"0")
+        if kept:
+            alternatives.append(int_part + rb"\." + kept + rb"[0-9]*")
+        else:
+            alternatives.append(int_part + any_fraction)
+    else:
+        if k >= 2:
+            alternatives.append(rb"[0-9]{1,%d}" % (k - 1) + any_fraction)
+        for i in range(k):
+            step = digit_range(1 if i == 0 and k > 1 else 0, t_int[i] - 49)
+            if step:
+                alternatives.append(t_int[:i] + step + digits(k - 1 - i) + any_fraction)
+        int_part = t_int if k else b"0"
+        for j in range(q):
+            step = digit_range(0, t_frac[j] - 49)
+            if step:
+                alternatives.append(int_part + rb"\." + t_frac[:j] + step + rb"[0-9]*")
+        # Equal when cut, or ending early (a missing decimal is a 0, never more than the bound's).
+        alternatives.append(int_part + rb"(?:\." + t_frac + rb"[0-9]*)?")
+        for j in range(1, q):
+            alternatives.append(int_part + rb"\." + t_frac[:j])
+    return rb"0*(?:" + b"|".join(alternatives) + rb")"
+
+
+def slow_value_pattern(metric: Metric, baseline: float) -> bytes:
+    """The Hyperscan pattern of the metric's occurrences whose value may be slow (a superset)."""
+    number = slow_number_pattern(*slow_threshold(metric, baseline))
+    words = re.escape(metric.literal)
+    if metric.after:
+        return words + metric.gap + number + rb"(?:[^0-9.]|$)"
+    return rb"(?:^|[^0-9.])" + number + metric.gap + words

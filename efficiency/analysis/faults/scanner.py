@@ -36,13 +36,17 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import BinaryIO
 
-from efficiency.analysis.faults.context import METRICS, StreamContext, metric_value
+from efficiency.analysis.faults.context import METRICS, StreamContext, metric_value, slow_value_pattern
 from efficiency.analysis.faults.signatures import SIGNATURES, THROUGHPUT_DROP, Signature
 
 try:  # Hyperscan: Intel's multi-pattern engine; the pure-Python prefilter is the fallback
     import hyperscan
 except ImportError:  # pragma: no cover - the wheel is in requirements.txt
     hyperscan = None
+try:  # counts newlines (for line numbers) several times faster than bytes.count
+    import numpy
+except ImportError:  # pragma: no cover - in requirements.txt
+    numpy = None
 
 MiB = 1024 * 1024
 DEFAULT_CHUNK_BYTES = 8 * MiB
@@ -526,31 +530,51 @@ def engine_for(name: str | None = None) -> str:
 
 
 AFTER_LITERALS = tuple(sorted({s.after for s in SIGNATURES if s.after is not None}))
+# The metrics of each series (tqdm's it/s and s/it are one), in catalog order.
+SERIES: dict[str, tuple[int, ...]] = {}
+for _index, _metric in enumerate(METRICS):
+    SERIES[_metric.key] = (*SERIES.get(_metric.key, ()), _index)
 _AFTER_BYTES = tuple(literal.encode() for literal in AFTER_LITERALS)
 
 
+def _compile(expressions: list[bytes], flags: list[int]):
+    database = hyperscan.Database()
+    database.compile(
+        expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
+    )
+    return database
+
+
 class _HyperscanDatabase:
-    """One compiled Hyperscan database: every signature (prefilter mode, a superset of its
-    lines: the lines it reports are then matched exactly, in Python), every metric's words, and
-    the ``after`` literals (first occurrence only)."""
+    """The compiled Hyperscan database of the catalog: every signature (in prefilter mode: a
+    superset of its lines, which are then matched exactly in Python), and the first occurrence of
+    each metric's words and each ``after`` literal in a block."""
 
     def __init__(self) -> None:
-        expressions, flags = [], []
-        for signature in SIGNATURES:
-            expressions.append(signature.pattern.pattern.encode())
-            flags.append(hyperscan.HS_FLAG_PREFILTER)
+        expressions = [signature.pattern.pattern.encode() for signature in SIGNATURES]
+        flags = [hyperscan.HS_FLAG_PREFILTER] * len(expressions)
         self.metrics_from = len(expressions)
-        for metric in METRICS:
-            expressions.append(re.escape(metric.literal))
-            flags.append(0)
-        self.after_from = len(expressions)
-        for literal in _AFTER_BYTES:
+        self.after_from = self.metrics_from + len(METRICS)
+        for literal in (*(metric.literal for metric in METRICS), *_AFTER_BYTES):
             expressions.append(re.escape(literal))
             flags.append(hyperscan.HS_FLAG_SINGLEMATCH)
-        self.database = hyperscan.Database()
-        self.database.compile(
-            expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
-        )
+        self.database = _compile(expressions, flags)
+        # Slow-value prefilters of frozen baselines, by (metric index, pattern): few distinct ones.
+        self.slow: dict[tuple[tuple[int, ...], tuple[bytes, ...]], object] = {}
+
+    def slow_database(self, indices: tuple[int, ...], baseline: float):
+        """The prefilter of the slow values of one series (its metrics' ids are their indices)."""
+        patterns = tuple(slow_value_pattern(METRICS[index], baseline) for index in indices)
+        database = self.slow.get((indices, patterns))
+        if database is None:
+            if len(self.slow) > 4096:
+                self.slow.clear()
+            database = hyperscan.Database()
+            database.compile(
+                expressions=list(patterns), ids=list(indices), elements=len(indices), flags=[0] * len(indices)
+            )
+            self.slow[(indices, patterns)] = database
+        return database
 
 
 _HS_DATABASE: _HyperscanDatabase | None = None
@@ -595,31 +619,32 @@ class _Scan:
         return line_no
 
     def _block(self, data, begin, end, line_no, base_offset, findings, plan) -> int:
+        block = _Block(data, begin, end)
         if self.engine == "hyperscan":
-            starts, events, after_hits = self._hyperscan(data, begin, end)
+            starts, first_metric, after_hits = self._hyperscan(block)
         else:
-            starts = _candidate_starts(data, begin, end, plan)
-            events = _metric_events(data, begin, end)
-            after_hits = {}
-        huge = _may_hold_huge_line(data, begin, end)
+            starts, first_metric, after_hits = _candidate_starts(data, begin, end, plan), None, None
         # ``after`` literals: where each first occurs in this block, in a line of normal size.
         seen = self.context.seen
         first_after: dict[str, int] = {}
         for literal, raw in zip(AFTER_LITERALS, _AFTER_BYTES, strict=True):
             if literal in seen:
                 continue
-            if self.engine == "hyperscan" and not huge:
-                at = after_hits.get(literal, -1)
-            else:
-                at = data.find(raw, begin, end)
-                while at != -1 and huge and _in_huge_line(data, begin, end, at):
-                    at = data.find(raw, at + 1, end)
+            at = after_hits.get(literal, -1) if after_hits is not None and not block.huge else None
+            if at is None:
+                at = block.find(raw, begin)
             if at != -1:
                 first_after[literal] = at
-        slow = self._throughput(data, begin, end, events, huge)
+        slow: dict[int, tuple[str, float, float]] = {}
+        for key, indices in SERIES.items():
+            if first_metric is None:
+                start = begin
+            else:
+                start = min((first_metric[i] for i in indices if i in first_metric), default=-1)
+            self._throughput(block, key, indices, start, slow)
         counted_to = begin
         for line_start in sorted(starts.union(slow) if slow else starts):
-            line_no += data.count(b"\n", counted_to, line_start)
+            line_no += _newlines(data, counted_to, line_start)
             counted_to = line_start
             line_end = data.find(b"\n", line_start, end)
             if line_end == -1:
@@ -638,13 +663,14 @@ class _Scan:
             if finding is not None:
                 findings.append(finding)
         seen.update(first_after)
-        return line_no + data.count(b"\n", counted_to, end)
+        return line_no + _newlines(data, counted_to, end)
 
-    def _hyperscan(self, data, begin, end):
+    def _hyperscan(self, block: "_Block"):
         compiled = _hs_database()
         metrics_from, after_from = compiled.metrics_from, compiled.after_from
+        begin = block.begin
         ends: list[int] = []
-        events: list[tuple[int, int]] = []
+        first_metric: dict[int, int] = {}
         after_hits: dict[str, int] = {}
 
         def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
@@ -652,51 +678,145 @@ class _Scan:
                 ends.append(stop)
             elif pattern < after_from:
                 index = pattern - metrics_from
-                events.append((begin + stop - len(METRICS[index].literal), index))
+                first_metric[index] = begin + stop - len(METRICS[index].literal)
             else:
-                literal = AFTER_LITERALS[pattern - after_from]
-                after_hits[literal] = begin + stop - len(_AFTER_BYTES[pattern - after_from])
+                after_hits[AFTER_LITERALS[pattern - after_from]] = (
+                    begin + stop - len(_AFTER_BYTES[pattern - after_from])
+                )
 
-        with memoryview(data) as view:
-            compiled.database.scan(view[begin:end], match_event_handler=on_match)
+        with memoryview(block.data) as view:
+            compiled.database.scan(view[begin : block.end], match_event_handler=on_match)
+        data = block.data
         starts = set()
         for stop in ends:
-            # A prefilter match ends in (or just after) the line it found; a line's match never
+            # A prefilter match ends in (or just after) the line it found; a line's own match never
             # crosses a newline, so the line holding its last byte is the candidate.
-            at = begin + stop - 1
-            starts.add(data.rfind(b"\n", begin, at) + 1 or begin)
-        events.sort()
-        return starts, events, after_hits
+            starts.add(data.rfind(b"\n", begin, begin + stop - 1) + 1 or begin)
+        return starts, first_metric, after_hits
 
-    def _throughput(self, data, begin, end, events, huge) -> dict[int, tuple[str, float, float]]:
-        """Feed the block's metric values to their trackers, in order; the lines that complete a
-        drop: their start and (metric, value, baseline)."""
-        slow: dict[int, tuple[str, float, float]] = {}
-        context = self.context
-        for at, index in events:
-            if huge and _in_huge_line(data, begin, end, at):
+    def _throughput(self, block: "_Block", key: str, indices: tuple[int, ...], start: int, slow: dict) -> None:
+        """Feed the series' values in the block to its tracker, in order; note the lines that
+        complete a drop (their start: series, value, baseline).
+
+        A tracker with a frozen baseline needs only its slow values: the Hyperscan engine finds
+        them with ``slow_value_pattern`` (a superset, each hit checked) and counts a run broken
+        where any value lies between two slow ones. Everything else reads every value.
+        """
+        tracker = self.context.trackers.get(key)
+        if start == -1 and (tracker is None or tracker.run == 0):
+            return  # not in this block, and no run to break
+        # From the line of the first occurrence: a value may stand before its words.
+        at = block.begin if start == -1 else block.line_start(start)
+        while at < block.end:
+            tracker = self.context.tracker(METRICS[indices[0]])
+            if self.engine == "hyperscan" and tracker.frozen is not None:
+                at = self._slow_values(block, key, indices, tracker, at, slow)
                 continue
-            metric = METRICS[index]
-            value = metric_value(data, metric, at, at + len(metric.literal), begin)
+            at = self._every_value(block, key, indices, tracker, at, slow)
+
+    def _every_value(self, block: "_Block", key: str, indices, tracker, at: int, slow: dict) -> int:
+        """Read each value from ``at``; where the baseline froze (the Hyperscan engine then
+        looks for slow values only), or the block's end."""
+        for where, index in block.occurrences(indices, at):
+            value = metric_value(block.data, METRICS[index], where, block.begin)
             if value is None:
                 continue
-            baseline = context.tracker(metric).add(value)
+            baseline = tracker.add(value)
             if baseline is not None:
-                line_start = data.rfind(b"\n", begin, at) + 1 or begin
-                slow.setdefault(line_start, (metric.key, value, baseline))
-        return slow
+                slow.setdefault(block.line_start(where), (key, value, baseline))
+            if self.engine == "hyperscan" and tracker.frozen is not None:
+                return where + 1
+        return block.end
+
+    def _slow_values(self, block: "_Block", key: str, indices, tracker, at: int, slow: dict) -> int:
+        """Past a frozen baseline: the slow values from ``at``; where reading every value resumes
+        (after a reported drop), or the block's end."""
+        data, begin, end = block.data, block.begin, block.end
+        baseline = tracker.frozen
+        hits: list[tuple[int, int]] = []
+
+        def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
+            hits.append((at + stop, pattern))
+
+        with memoryview(data) as view:
+            _hs_database().slow_database(indices, baseline).scan(view[at:end], match_event_handler=on_match)
+        occurrences = set()
+        for stop, index in hits:
+            literal = METRICS[index].literal
+            if METRICS[index].after:
+                occurrence = data.rfind(literal, at, stop)
+            else:
+                occurrence = stop - len(literal)
+            if occurrence >= at:
+                occurrences.add((occurrence, index))
+        last = at  # the values before this are taken into account
+        for occurrence, index in sorted(occurrences):
+            if occurrence < last or block.huge and block.in_huge_line(occurrence):
+                continue
+            value = metric_value(data, METRICS[index], occurrence, begin)
+            if value is None or not tracker.is_slow(value, baseline):
+                continue
+            if tracker.run and block.has_value(indices, last, occurrence):
+                tracker.run = 0  # a normal value lay between: the run was broken
+            last = occurrence + 1
+            reported = tracker.add(value)
+            if reported is not None:
+                slow.setdefault(block.line_start(occurrence), (key, value, reported))
+                return last  # the baseline forms anew from the values that follow
+        if tracker.run and block.has_value(indices, last, end):
+            tracker.run = 0
+        return end
 
 
-def _metric_events(data: bytes | bytearray, begin: int, end: int) -> list[tuple[int, int]]:
-    """(offset, metric index) of every occurrence of a metric's words, in order (the Python engine)."""
-    events = []
-    for index, metric in enumerate(METRICS):
-        at = data.find(metric.literal, begin, end)
-        while at != -1:
-            events.append((at, index))
-            at = data.find(metric.literal, at + 1, end)
-    events.sort()
-    return events
+class _Block:
+    """A block of whole lines, ``data[begin:end]``, and what the throughput rules ask of it."""
+
+    def __init__(self, data: bytes | bytearray, begin: int, end: int) -> None:
+        self.data, self.begin, self.end = data, begin, end
+        self.huge = _may_hold_huge_line(data, begin, end)
+
+    def line_start(self, at: int) -> int:
+        return self.data.rfind(b"\n", self.begin, at) + 1 or self.begin
+
+    def in_huge_line(self, at: int) -> bool:
+        return _in_huge_line(self.data, self.begin, self.end, at)
+
+    def find(self, literal: bytes, at: int, end: int | None = None) -> int:
+        """The next occurrence of ``literal`` from ``at`` in a line of normal size, or -1.
+
+        A line longer than two line edges gives no context: only its edges are matched, and its
+        throughput values and ``after`` literals are not read."""
+        end = self.end if end is None else end
+        at = self.data.find(literal, at, end)
+        while at != -1 and self.huge and self.in_huge_line(at):
+            at = self.data.find(literal, at + 1, end)
+        return at
+
+    def occurrences(self, indices: tuple[int, ...], at: int, end: int | None = None) -> Iterator[tuple[int, int]]:
+        """The occurrences of these metrics' words from ``at`` on, in order: (offset, index)."""
+        heads = {index: self.find(METRICS[index].literal, at, end) for index in indices}
+        while True:
+            live = [(where, index) for index, where in heads.items() if where != -1]
+            if not live:
+                return
+            where, index = min(live)
+            yield where, index
+            heads[index] = self.find(METRICS[index].literal, where + 1, end)
+
+    def has_value(self, indices: tuple[int, ...], start: int, end: int) -> bool:
+        """Whether an occurrence of one of these metrics with a value starts in ``[start, end)``."""
+        return any(
+            metric_value(self.data, METRICS[index], at, self.begin) is not None
+            for at, index in self.occurrences(indices, start, end)
+        )
+
+
+def _newlines(data: bytes | bytearray, begin: int, end: int) -> int:
+    """How many newlines ``data[begin:end]`` holds (numpy compares a block's bytes in one pass)."""
+    if numpy is None or end - begin < 4096:
+        return data.count(b"\n", begin, end)
+    with memoryview(data) as view:
+        return int(numpy.count_nonzero(numpy.frombuffer(view[begin:end], numpy.uint8) == 10))
 
 
 def _may_hold_huge_line(data: bytes | bytearray, begin: int, end: int) -> bool:

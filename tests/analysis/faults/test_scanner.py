@@ -6,6 +6,7 @@ every signature in catalog order.
 """
 
 import importlib.util
+import json
 import math
 import os
 import shutil
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from efficiency.analysis.faults import scanner
+from efficiency.analysis.faults.context import METRICS, StreamContext, metric_value
 from efficiency.analysis.faults.scanner import (
     LogFileError,
     line_timestamp,
@@ -54,22 +56,57 @@ QUIET_LINES = [line for signature, _, line in EXAMPLES if signature == "-"]
 
 
 def reference(data: bytes, *, edge: int | None = None) -> list[tuple[int, int, str]]:
-    """(line number, offset, signature) of every matching line, found the slow, obvious way."""
+    """(line number, offset, signature) of every matching line, found the slow, obvious way.
+
+    Line by line: a signature counts when its pattern matches (and ``accept`` passes) and its
+    ``after`` literal occurred in an earlier line; then each metric value of the line, in the
+    order they stand, goes to its series' tracker, and a line that completes a drop and matches no
+    signature is a throughput drop. A line longer than two edges is matched on its edges and gives
+    no context.
+    """
     edge = edge or scanner.LINE_EDGE_BYTES
     lines = data.split(b"\n")
     if data.endswith(b"\n"):
         lines.pop()
+    context = StreamContext()
     found, offset = [], 0
     for number, raw in enumerate(lines, 1):
-        if len(raw) <= 2 * edge:
+        huge = len(raw) > 2 * edge
+        if not huge:
             parts = [raw.decode("utf-8", "replace")]
         else:
             parts = [raw[:edge].decode("utf-8", "replace"), raw[-edge:].decode("utf-8", "replace")]
+        matched = None
         for signature in SIGNATURES:
-            if any(signature.pattern.search(part) for part in parts):
-                found.append((number, offset, signature.id))
+            if signature.after is not None and signature.after not in context.seen:
+                continue
+            matches = [m for m in (signature.pattern.search(part) for part in parts) if m]
+            if any(signature.accept is None or signature.accept(m) for m in matches):
+                matched = signature.id
                 break
+        drop = False
+        if not huge:
+            values = sorted(
+                (at, index)
+                for index, metric in enumerate(METRICS)
+                for at in _occurrences(raw, metric.literal)
+            )
+            for at, index in values:
+                value = metric_value(raw, METRICS[index], at, 0)
+                if value is not None and context.tracker(METRICS[index]).add(value) is not None:
+                    drop = True
+            context.seen.update(s.after for s in SIGNATURES if s.after and s.after.encode() in raw)
+        if matched or drop:
+            found.append((number, offset, matched or "throughput-drop"))
         offset += len(raw) + 1
+    return found
+
+
+def _occurrences(raw: bytes, literal: bytes) -> list[int]:
+    found, at = [], raw.find(literal)
+    while at != -1:
+        found.append(at)
+        at = raw.find(literal, at + 1)
     return found
 
 
@@ -367,15 +404,34 @@ _NOISE = st.sampled_from(
     ]
 )
 _FAULT = st.sampled_from(FAULT_LINES)
+# Throughput lines whose values drop and recover (tqdm switches to s/it when slow).
+_RATE = st.sampled_from(["100", "98.5", "101", "40", "35.2", "0.5", "007", "1e3", "12.", ".5", "99"])
+_METRIC_LINE = st.builds(
+    lambda template, value: template.format(value),
+    st.sampled_from(
+        [
+            "Epoch 1:  3%|#  | 30/1000 [00:10<05:00, {}it/s, loss=2.1]",
+            "Epoch 1:  3%|#  | 30/1000 [00:10<05:00, {}s/it, loss=2.1]",
+            " iteration 10/ 99 | elapsed time per iteration (ms): {} | lm loss: 2.1E+00 |",
+            " iteration 11/ 99 | elapsed time per iteration (ms): {} | global batch size: 8 | loss scale: 1.0 |",
+            "INFO:root:Epoch[6] Batch [420]  Speed: {} samples/sec  accuracy=0.47",
+            "Epoch: [11][1/48]\tTime {} (1.206)\tData 0.076 (0.004)",
+            "{0} tokens/s, {0}it/s",
+        ]
+    ),
+    _RATE,
+)
 
 
 @st.composite
 def _log(draw):
     pieces = []
-    for _ in range(draw(st.integers(0, 25))):
-        kind = draw(st.sampled_from(["fault", "noise", "noise", "binary", "long", "mixed"]))
+    for _ in range(draw(st.integers(0, 40))):
+        kind = draw(st.sampled_from(["fault", "noise", "noise", "binary", "long", "mixed", "metric", "metric"]))
         if kind == "fault":
             pieces.append(draw(_FAULT).encode())
+        elif kind == "metric":
+            pieces.append(draw(_METRIC_LINE).encode())
         elif kind == "noise":
             pieces.append(draw(_NOISE).encode())
         elif kind == "binary":
@@ -393,9 +449,13 @@ def _log(draw):
     return data
 
 
+ENGINES = [engine for engine in scanner.ENGINES if engine != "hyperscan" or scanner.hyperscan is not None]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=_log(), probe_rate=st.sampled_from([0.0, scanner.PROBE_MAX_RATE, 1.0]))
-def test_the_prefiltered_scanner_equals_matching_every_line(data, probe_rate):
+def test_the_prefiltered_scanner_equals_matching_every_line(engine, data, probe_rate):
     # Small edges, blocks and samples, so that huge lines, block ends and both ways of finding
     # anchors (rare byte or whole anchor) all happen in logs of a few kilobytes.
     with (
@@ -404,24 +464,52 @@ def test_the_prefiltered_scanner_equals_matching_every_line(data, probe_rate):
         mock.patch.object(scanner, "SAMPLE_BYTES", 256),
         mock.patch.object(scanner, "PROBE_MAX_RATE", probe_rate),
     ):
-        assert _keys(scan_bytes(data)) == reference(data, edge=96)
+        assert _keys(scan_bytes(data, engine=engine)) == reference(data, edge=96)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=_log(), chunk_bytes=st.sampled_from([1, 7, 64, 333, 4096, 1 << 20]))
-def test_scanning_a_file_in_chunks_equals_scanning_it_whole(tmp_path_factory, data, chunk_bytes):
+def test_scanning_a_file_in_chunks_equals_scanning_it_whole(tmp_path_factory, engine, data, chunk_bytes):
     path = tmp_path_factory.mktemp("logs") / "rank-0.log"
     path.write_bytes(data)
     with (
         mock.patch.object(scanner, "LINE_EDGE_BYTES", 96),
         mock.patch.object(scanner, "BLOCK_BYTES", 512),
     ):
-        whole = scan_bytes(data, year=2024)
-        streamed = list(scan_file(path, year=2024, chunk_bytes=chunk_bytes))
+        whole = scan_bytes(data, year=2024, engine=engine)
+        streamed = list(scan_file(path, year=2024, chunk_bytes=chunk_bytes, engine=engine))
     assert _keys(streamed) == _keys(whole)
     assert [(f.text, f.rank, f.node, f.pci) for f in streamed] == [
         (f.text, f.rank, f.node, f.pci) for f in whole
     ]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_log(), cuts=st.lists(st.integers(0, 4000), max_size=6))
+def test_a_log_scanned_piece_by_piece_with_a_stored_context_gives_what_it_gives_whole(engine, data, cuts):
+    # The portal scans each stream as its pieces arrive, keeping the context as JSON in between.
+    lines = data.split(b"\n")
+    bounds = sorted({min(cut, len(lines)) for cut in cuts} | {0, len(lines)})
+    stored, findings, offset, line_no = None, [], 0, 1
+    with mock.patch.object(scanner, "LINE_EDGE_BYTES", 96), mock.patch.object(scanner, "BLOCK_BYTES", 512):
+        for first, last in zip(bounds, bounds[1:], strict=False):
+            piece = b"\n".join(lines[first:last]) + (b"\n" if last < len(lines) else b"")
+            context = StreamContext.from_json(json.loads(json.dumps(stored)) if stored else None)
+            findings += scan_bytes(piece, start_offset=offset, start_line=line_no, context=context, engine=engine)
+            stored = context.as_json()
+            offset += len(piece)
+            line_no += last - first
+        assert _keys(findings) == _keys(scan_bytes(data, engine=engine))
+
+
+def test_the_engines_agree_on_every_fixture_log():
+    if len(ENGINES) < 2:
+        pytest.skip("needs the hyperscan package")
+    for path in sorted(FIXTURES.rglob("*.log")):
+        data = path.read_bytes()
+        assert _keys(scan_bytes(data, engine="hyperscan")) == _keys(scan_bytes(data, engine="python")), path
 
 
 def test_a_missing_unreadable_or_special_file_raises_a_clear_error_at_once(tmp_path):
