@@ -67,7 +67,7 @@ def _after(separator: bytes, tail: bytes = rb"(?![0-9.])") -> re.Pattern[bytes]:
     return re.compile(separator + b"(" + NUMBER + b")" + tail)
 
 
-_BEFORE = re.compile(rb"(?<![0-9.])(" + NUMBER + rb") ?\Z")
+_BEFORE = re.compile(rb"(?<![0-9.A-Za-z_])(" + NUMBER + rb") ?\Z")
 _COLON = _after(rb": ?")
 
 METRICS = (

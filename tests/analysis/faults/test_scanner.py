@@ -27,7 +27,7 @@ from efficiency.analysis.faults.scanner import (
     scan_bytes,
     scan_file,
 )
-from efficiency.analysis.faults.signatures import CATEGORIES, SIGNATURES, SIGNATURES_BY_ID
+from efficiency.analysis.faults.signatures import CATEGORIES, SIGNATURES, SIGNATURES_BY_ID, THROUGHPUT_DROP
 from tests.simulator.conftest import START, make_simulator
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -131,8 +131,8 @@ def test_the_catalog_covers_the_xids_a_gpu_cluster_must_act_on():
 
 
 def test_signature_ids_are_unique_and_fields_are_filled():
-    assert len(SIGNATURES_BY_ID) == len(SIGNATURES)
-    for signature in SIGNATURES:
+    assert len(SIGNATURES_BY_ID) == len(SIGNATURES) + 1  # and the throughput drop
+    for signature in (*SIGNATURES, THROUGHPUT_DROP):
         assert signature.category in CATEGORIES
         assert signature.title
         assert signature.action
