@@ -5,7 +5,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from efficiency.analysis.faults.root_cause import ROOT_PRIORITY, rank_host_index, root_evidence, silent_ranks
+from efficiency.analysis.faults.root_cause import (
+    ROOT_PRIORITY,
+    log_root,
+    rank_host_index,
+    root_evidence,
+    silent_ranks,
+)
 from efficiency.choices import FaultCategory
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -48,7 +54,7 @@ def test_job_output_cannot_outrank_a_trusted_signal():
 
 
 def test_a_category_outside_the_priority_ranks_last():
-    unknown = Signal(1, "nccl_socket_fallback", minute=0)
+    unknown = Signal(1, "not_a_category", minute=0)
     assert root_evidence([unknown, Signal(2, "slowdown", 5)]).pk == 2
     with pytest.raises(ValueError, match="no root cause"):
         root_evidence([])
@@ -66,3 +72,16 @@ def test_ranks_are_laid_out_host_by_host():
     assert rank_host_index(0, world_size=12, hosts=5) is None  # not an even layout
     assert rank_host_index(0, world_size=0, hosts=2) is None
     assert rank_host_index(0, world_size=8, hosts=0) is None
+
+
+def test_a_logs_root_is_its_most_fundamental_finding_not_its_first():
+    # Xid 79, then the CUDA error it causes, then the peers' timeout: the GPU is the root.
+    findings = [
+        Signal(1, "nccl_timeout_hang", minute=0),
+        Signal(2, "hardware_gpu", minute=1),
+        Signal(3, "hardware_gpu", minute=2),
+        Signal(4, "software_error", minute=3),
+    ]
+    assert log_root(findings).pk == 2
+    assert log_root([Signal(5, "nccl_socket_fallback", 0), Signal(6, "nccl_timeout_hang", 1)]).pk == 5
+    assert log_root([]) is None
