@@ -134,3 +134,17 @@ def test_manage_py_survives_garbage_and_exits_1_only_for_unreadable_paths(tmp_pa
     assert result.returncode == 1
     assert "gone: No such file or directory" in result.stderr
     assert "huge.log:1: error cuda_oom" in result.stdout
+
+
+def test_root_prints_one_line_per_file_its_most_fundamental_finding():
+    out, err = _run(str(CLUSTER), "--format", "json", "--year", "2024", "--root")
+    assert err == ""
+    roots = {Path(row["file"]).relative_to(CLUSTER).as_posix(): row for row in _json_lines(out)}
+    # The OOM job also fell back to sockets: the OOM is its root, the fallback another finding.
+    oom = roots["668239/rank-2.log"]
+    assert (oom["root"], oom["signature"], oom["line"], oom["findings"]) == ("cuda_oom", "cuda-oom", 18, 3)
+    assert oom["other_categories"] == ["nccl_socket_fallback"]
+    assert roots["kern/gpu-039.log"]["root"] == "hardware_gpu"
+    assert len(roots) == 7  # one per file with findings; the quiet kernel log has none
+    text, _ = _run(str(CLUSTER / "668239"), "--year", "2024", "--root")
+    assert "rank-2.log:18: root cause cuda_oom [cuda-oom]; 2 more finding(s) in nccl_socket_fallback: " in text

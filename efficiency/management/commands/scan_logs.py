@@ -6,7 +6,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from efficiency.analysis.faults.scanner import Finding, LogFileError, scan_file
+from efficiency.analysis.faults.root_cause import ROOT_PRIORITY
+from efficiency.analysis.faults.scanner import ENGINES, Finding, LogFileError, scan_file
 
 # The log collector's layout (efficiency.collectors.logfiles): ``kern/<host>.log`` is a node's
 # kernel log, ``<job>/rank-<N>.log`` (also ``rank_N``, ``rankN``) one rank of a job.
@@ -16,8 +17,8 @@ _RANK_FILE_RE = re.compile(r"rank[-_]?([0-9]{1,9})\.log")
 class Command(BaseCommand):
     help = (
         "Scan log files, or directories of them, for known fault lines (Xid, CUDA, NCCL, OOM, "
-        "NaN loss, storage) and print one line per finding. Exit status 1 if a path could not "
-        "be read."
+        "NaN loss, storage, throughput drops) and print one line per finding, or with --root one "
+        "line per file: its root cause. Exit status 1 if a path could not be read."
     )
     requires_system_checks = []
 
@@ -29,19 +30,38 @@ class Command(BaseCommand):
             type=int,
             help="Year of syslog and glog times, which carry none (default: the current year, UTC).",
         )
+        parser.add_argument(
+            "--root",
+            action="store_true",
+            help="One line per file with findings: the root cause (the most fundamental finding); "
+            "the others are its symptoms.",
+        )
+        parser.add_argument(
+            "--engine",
+            choices=ENGINES,
+            help="Hyperscan (the default where installed) or the pure-Python scanner.",
+        )
 
-    def handle(self, *args, paths: list[Path], format: str, year: int | None, **options):
+    def handle(
+        self, *args, paths: list[Path], format: str, year: int | None, root: bool, engine: str | None, **options
+    ):
         year = year or datetime.now(UTC).year
         failed = 0
-        for root in paths:
-            for path, error in _files(root):
+        for top in paths:
+            for path, error in _files(top):
                 if error is not None:
                     self.stderr.write(error)
                     failed += 1
                     continue
                 try:
-                    for finding in scan_file(path, year=year):
-                        self.stdout.write(_render(path, finding, format))
+                    found = _Root()
+                    for finding in scan_file(path, year=year, engine=engine):
+                        if root:
+                            found.add(finding)
+                        else:
+                            self.stdout.write(_render(path, finding, format))
+                    if root and found.finding is not None:
+                        self.stdout.write(_render_root(path, found, format))
                 except LogFileError as exc:
                     self.stderr.write(str(exc))
                     failed += 1
@@ -50,6 +70,51 @@ class Command(BaseCommand):
                     failed += 1
         if failed:
             raise CommandError(f"{failed} path(s) could not be read", returncode=1)
+
+
+class _Root:
+    """A file's root cause, kept as its findings stream by (``root_cause.log_root``'s rule)."""
+
+    RANK = {category: index for index, category in enumerate(ROOT_PRIORITY)}
+
+    def __init__(self) -> None:
+        self.finding: Finding | None = None
+        self.count = 0
+        self.categories: set[str] = set()
+
+    def add(self, finding: Finding) -> None:
+        self.count += 1
+        self.categories.add(finding.category)
+        rank = self.RANK.get(finding.category, len(self.RANK))
+        if self.finding is None or rank < self.RANK.get(self.finding.category, len(self.RANK)):
+            self.finding = finding
+
+
+def _render_root(path: Path, root: _Root, format: str) -> str:
+    finding = root.finding
+    others = sorted(root.categories - {finding.category})
+    if format == "json":
+        return json.dumps(
+            {
+                "file": str(path),
+                "root": finding.category,
+                "signature": finding.signature_id,
+                "line": finding.line_no,
+                "code": finding.code,
+                "severity": finding.severity,
+                "findings": root.count,
+                "other_categories": others,
+                "message": finding.text,
+            },
+            ensure_ascii=False,
+        )
+    code = f" {finding.code}" if finding.code else ""
+    rest = root.count - 1
+    symptoms = f"; {rest} more finding(s){' in ' + ', '.join(others) if others else ''}" if rest else ""
+    return (
+        f"{path}:{finding.line_no}: root cause {finding.category}{code} [{finding.signature_id}]"
+        f"{symptoms}: {finding.text}"
+    )
 
 
 def _files(root: Path):
