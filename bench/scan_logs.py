@@ -1,15 +1,17 @@
-"""MB/s of the fault scanner beside ``grep -E -c`` with the same signatures, on the same log.
+"""MB/s of the fault scanner beside ``grep -E -c`` with the same patterns, on the same log.
 
 Writes a seeded log of realistic training, NCCL and kernel noise (default 512 MB) with about one
 fault line per 10,000, taken from the catalog's real example lines
-(tests/fixtures/logs/examples.tsv), to a temporary file. Then times ``scan_file`` over it and
-``grep -E -c -f patterns.txt`` with every signature's pattern converted to POSIX ERE
-(``posix_ere``; written next to the log). grep counts matching lines and the scanner reports
-one finding per line, so the two counts must agree. Each tool runs ``--repeat`` times from the
-page cache; the best time counts. grep runs with ``LC_ALL=C``, its fastest locale. No database
-needed:
+(tests/fixtures/logs/examples.tsv), to a temporary file. Then times ``scan_file`` over it (the
+Hyperscan engine, and the pure-Python fallback) and ``grep -E -c -f patterns.txt`` with the same
+patterns: every signature's pattern converted to POSIX ERE (``posix_ere``), plus the words of every
+throughput metric and every ``after`` literal, which the scanner looks for too (written next to the
+log). The noise's throughput is steady, so the scanner reports exactly the fault lines written;
+a second, untimed grep with the signatures alone must count the same lines. Each tool runs
+``--repeat`` times from the page cache; the best time counts. grep runs with ``LC_ALL=C``, its
+fastest locale. No database needed:
 
-    .venv/bin/python bench/scan_logs.py [--mb 512] [--seed 1] [--keep DIR]
+    .venv/bin/python bench/scan_logs.py [--mb 512] [--seed 1] [--keep DIR] [--engines hyperscan,python]
 """
 
 import argparse
@@ -26,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from efficiency.analysis.faults.scanner import scan_file  # noqa: E402
+from efficiency.analysis.faults.context import METRICS  # noqa: E402
+from efficiency.analysis.faults.scanner import AFTER_LITERALS, ENGINES, engine_for, scan_file  # noqa: E402
 from efficiency.analysis.faults.signatures import SIGNATURES, Signature  # noqa: E402
 
 EXAMPLES = ROOT / "tests" / "fixtures" / "logs" / "examples.tsv"
@@ -100,6 +103,17 @@ def _ere(pattern: str) -> str:
     return "".join(out)
 
 
+def literal_ere(literal: str) -> str:
+    """A plain substring as a POSIX ERE."""
+    return "".join("\\" + char if char in "()[].*+?|{}^$\\" else char for char in literal)
+
+
+def grep_patterns() -> list[str]:
+    """What the scanner searches for, as EREs: the signatures, the metrics' words, the after literals."""
+    words = [metric.literal.decode() for metric in METRICS] + list(AFTER_LITERALS)
+    return [posix_ere(s) for s in SIGNATURES] + [literal_ere(word) for word in dict.fromkeys(words)]
+
+
 def _class_members(pattern: str, start: int) -> tuple[str, int]:
     """The members of the bracket expression at ``start`` (ERE spelling) and the index after it."""
     i = start + 1
@@ -156,9 +170,10 @@ def noise_pool(rng: random.Random, size: int) -> list[str]:
         kind = rng.random()
         if kind < 0.30:
             loss = 1.7 + 8.8 * (1 + iteration / 300) ** -0.45
+            # A healthy run's step time is steady (within a few percent).
             lines.append(
                 f" [{stamp}] iteration {iteration:8d}/  250000 | consumed samples: {iteration * 1024:12d} |"
-                f" elapsed time per iteration (ms): {rng.uniform(9000, 17000):.1f} |"
+                f" elapsed time per iteration (ms): {rng.uniform(12600, 13400):.1f} |"
                 f" learning rate: {rng.uniform(1e-5, 3e-4):.3E} | global batch size:  1024 |"
                 f" lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {rng.uniform(0.2, 2):.3f} |"
                 " number of skipped iterations:   0 | number of nan iterations:   0 |"
@@ -280,12 +295,12 @@ def write_log(path: Path, *, megabytes: int, seed: int) -> tuple[int, int]:
 # Timing
 
 
-def time_scanner(path: Path, repeat: int) -> tuple[int, float]:
+def time_scanner(path: Path, repeat: int, engine: str) -> tuple[int, float]:
     best = float("inf")
     count = 0
     for _ in range(repeat):
         started = time.perf_counter()
-        count = sum(1 for _ in scan_file(path))
+        count = sum(1 for _ in scan_file(path, engine=engine))
         best = min(best, time.perf_counter() - started)
     return count, best
 
@@ -317,15 +332,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="write the log and patterns here and keep them")
+    parser.add_argument(
+        "--engines",
+        default="hyperscan,python",
+        help=f"comma-separated scanner engines to time (of {', '.join(ENGINES)}; the first is compared)",
+    )
     args = parser.parse_args()
+    engines = [engine_for(name) for name in args.engines.split(",")]
 
     if shutil.which("grep") is None:
         raise SystemExit("grep not found")
     folder = args.keep or Path(tempfile.mkdtemp(prefix="scan-logs-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     log, patterns = folder / "bench.log", folder / "patterns.txt"
+    signatures = folder / "signatures.txt"
     try:
-        patterns.write_text("".join(posix_ere(s) + "\n" for s in SIGNATURES), encoding="utf-8")
+        patterns.write_text("".join(p + "\n" for p in grep_patterns()), encoding="utf-8")
+        signatures.write_text("".join(posix_ere(s) + "\n" for s in SIGNATURES), encoding="utf-8")
         started = time.perf_counter()
         lines, fault_lines = write_log(log, megabytes=args.mb, seed=args.seed)
         size = log.stat().st_size
@@ -333,14 +356,23 @@ def main() -> None:
             f"log: {size / 1e6:.1f} MB, {lines:,} lines, {fault_lines:,} fault lines "
             f"(seed {args.seed}, written in {time.perf_counter() - started:.1f} s)"
         )
-        found, ours_s = time_scanner(log, args.repeat)
+        results = {engine: time_scanner(log, args.repeat, engine) for engine in engines}
         matched, grep_s = time_grep(log, patterns, args.repeat)
-        ours_rate, grep_rate = size / ours_s / 1e6, size / grep_s / 1e6
-        print(f"{'scan_file:':<12} {found:>8,} findings      in {ours_s:6.2f} s = {ours_rate:7.1f} MB/s")
-        print(f"{'grep -E -c:':<12} {matched:>8,} matching lines in {grep_s:6.2f} s = {grep_rate:7.1f} MB/s")
-        print(f"ratio: {ours_rate / grep_rate:.2f} of grep")
-        agree = found == matched == fault_lines
-        print(f"counts agree: {agree} (scanner {found:,}, grep {matched:,}, written {fault_lines:,})")
+        fault_matched, _ = time_grep(log, signatures, 1)
+        grep_rate = size / grep_s / 1e6
+        for engine, (found, seconds) in results.items():
+            rate = size / seconds / 1e6
+            label = f"scan_file ({engine}):"
+            print(f"{label:<26} {found:>9,} findings       in {seconds:6.2f} s = {rate:7.1f} MB/s")
+        print(f"{'grep -E -c (same patterns):':<26} {matched:>9,} matching lines in {grep_s:6.2f} s = {grep_rate:7.1f} MB/s")
+        for engine, (found, seconds) in results.items():
+            print(f"ratio ({engine}): {size / seconds / 1e6 / grep_rate:.2f} of grep")
+        counts = {found for found, _ in results.values()}
+        agree = counts == {fault_lines} and fault_matched == fault_lines
+        print(
+            f"counts agree: {agree} (scanner {', '.join(f'{n:,}' for n in sorted(counts))}, "
+            f"grep with the signatures alone {fault_matched:,}, written {fault_lines:,})"
+        )
         if not agree:
             raise SystemExit(1)
     finally:
