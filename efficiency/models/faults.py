@@ -329,3 +329,24 @@ class FaultScanCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id} @ {self.last_chunk_id}"
+
+
+class LogStreamContext(models.Model):
+    """What the fault scanner remembers of one log file between its pieces (JSON of
+    ``analysis.faults.context.StreamContext``: throughput baselines, lines seen): a drop that
+    began in one collected piece and lasted into the next is still one drop."""
+
+    source = models.ForeignKey("efficiency.DataSource", on_delete=models.CASCADE, related_name="+")
+    stream = models.CharField(max_length=500)
+    file_id = models.CharField(max_length=100)
+    context = models.JSONField(default=dict)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "stream", "file_id"], name="logstreamcontext_unique_file")
+        ]
+        indexes = [models.Index(fields=["updated_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.stream} ({self.file_id})"

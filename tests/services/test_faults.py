@@ -388,3 +388,38 @@ def test_a_failing_actuator_is_logged_as_well_as_recorded(db, caplog):
     assert any("refused" in line for line in logged)
     node.refresh_from_db()
     assert node.state == NodeState.ACTIVE
+
+
+def test_a_throughput_drop_across_two_collected_pieces_of_a_log_is_one_signal(db):
+    from efficiency.models import LogChunk, LogStreamContext
+    from tests.factories import JobFactory, NodeFactory
+
+    node = NodeFactory(hostname="gpu-y02")
+    source = DataSource.objects.create(cluster=node.cluster, kind=SourceKind.LOG_PUSH, name="push")
+    begin = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    job = JobFactory(cluster=node.cluster, department=node.owner_department, submitted_at=begin,
+                     started_at=begin, ended_at=None)  # fmt: skip
+    lines, at = [], begin
+    for iteration in range(1, 21):
+        seconds = 2.0 if iteration <= 18 else 3.0  # 50% slower for the last two
+        at += timedelta(seconds=seconds)
+        lines.append(megatron_line(at, iteration, seconds, 3.0))
+    offset = 0
+    for piece, received in ((lines[:19], at - timedelta(seconds=3)), (lines[19:], at)):
+        text = "\n".join(piece) + "\n"
+        LogChunk.objects.create(source=source, stream="job/rank-3.log", file_id="f", start_offset=offset,
+                                end_offset=offset + len(text), job=job, rank=3, line_count=len(piece),
+                                text=text, received_at=received)  # fmt: skip
+        offset += len(text)
+        faults.fault_scan_source(source=source, now=received + timedelta(seconds=1))
+    (signal,) = FaultSignal.objects.filter(category=FaultCategory.SLOWDOWN)
+    assert signal.signature_id == "throughput-drop"
+    assert "iteration       20/" in signal.message and signal.rank == 3
+    stored = LogStreamContext.objects.get(source=source, stream="job/rank-3.log")
+    # The drop was reported at its second slow value; the baseline forms anew from what follows.
+    assert stored.context["trackers"]["elapsed_ms"] == {"faster": False, "normal": [], "frozen": None, "run": 0}
+    # A month later the file is over: its context goes with the next scan.
+    LogChunk.objects.create(source=source, stream="job/rank-4.log", file_id="g", start_offset=0, end_offset=2,
+                            job=job, rank=4, line_count=1, text="x\n", received_at=at)  # fmt: skip
+    faults.fault_scan_source(source=source, now=at + timedelta(days=30))
+    assert list(LogStreamContext.objects.values_list("stream", flat=True)) == ["job/rank-4.log"]

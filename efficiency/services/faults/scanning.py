@@ -7,15 +7,18 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.utils import timezone
 
+from efficiency.analysis.faults.context import StreamContext
 from efficiency.analysis.faults.scanner import scan_bytes
 from efficiency.analysis.faults.trust import job_output_node, kernel_log_node, source_has_kernel_logs
 from efficiency.choices import SignalSource, SourceKind
 from efficiency.fault_messages import message
-from efficiency.models import DataSource, FaultScanCursor, FaultSignal, LogChunk, Node
+from efficiency.models import DataSource, FaultScanCursor, FaultSignal, LogChunk, LogStreamContext, Node
 from efficiency.services.faults.evidence import job_on_node, node_of_rank, signals_store
 from efficiency.services.faults.incidents import incidents_group
 
 SCAN_BATCH = 500
+# A log file quiet this long is over: its context (throughput baseline) is forgotten.
+CONTEXT_KEPT = timedelta(days=14)
 
 
 @dataclass(frozen=True)
@@ -53,18 +56,49 @@ def fault_scan_source(
             )
             if not chunks:
                 break
-            signals = _signals_from_chunks(source, chunks, now=now, line_zone=line_zone)
+            contexts = _contexts(source, chunks)
+            signals = _signals_from_chunks(source, chunks, now=now, line_zone=line_zone, contexts=contexts)
+            _contexts_save(source, contexts, now=now)
             signals_stored += signals_store(source.cluster, signals, now=now, seen_after=seen_after)
             chunks_seen += len(chunks)
             cursor.last_chunk_id = chunks[-1].pk
             cursor.scanned_at = now
             cursor.save(update_fields=["last_chunk_id", "scanned_at"])
     incidents = incidents_group(cluster=source.cluster, now=now) if chunks_seen else 0
+    if chunks_seen:
+        LogStreamContext.objects.filter(source=source, updated_at__lt=now - CONTEXT_KEPT).delete()
     return ScanSummary(chunks=chunks_seen, signals=signals_stored, incidents=incidents)
 
 
+def _contexts(source: DataSource, chunks: list[LogChunk]) -> dict[tuple[str, str], StreamContext]:
+    """The stored context of each log file the chunks belong to (a fresh one for a new file)."""
+    files = {(chunk.stream, chunk.file_id) for chunk in chunks}
+    stored = LogStreamContext.objects.filter(
+        source=source, stream__in={stream for stream, _ in files}, file_id__in={file for _, file in files}
+    )
+    contexts = {(row.stream, row.file_id): StreamContext.from_json(row.context) for row in stored}
+    return {key: contexts.get(key) or StreamContext() for key in files}
+
+
+def _contexts_save(source: DataSource, contexts: dict[tuple[str, str], StreamContext], *, now: datetime) -> None:
+    LogStreamContext.objects.bulk_create(
+        [
+            LogStreamContext(source=source, stream=stream, file_id=file_id, context=ctx.as_json(), updated_at=now)
+            for (stream, file_id), ctx in contexts.items()
+        ],
+        update_conflicts=True,
+        unique_fields=["source", "stream", "file_id"],
+        update_fields=["context", "updated_at"],
+    )
+
+
 def _signals_from_chunks(
-    source: DataSource, chunks: list[LogChunk], *, now: datetime, line_zone
+    source: DataSource,
+    chunks: list[LogChunk],
+    *,
+    now: datetime,
+    line_zone,
+    contexts: dict[tuple[str, str], StreamContext],
 ) -> list[FaultSignal]:
     """One signal per finding, with the trust of the stream it came from (``analysis.faults.trust``).
 
@@ -86,7 +120,12 @@ def _signals_from_chunks(
         )
         if kernel_node is None and chunk.job is not None and chunk.job.pk not in job_nodes:
             job_nodes[chunk.job.pk] = frozenset(chunk.job.nodes.values_list("hostname", flat=True))
-        findings = scan_bytes(chunk.text.encode("utf-8"), start_offset=chunk.start_offset, year=now.year)
+        findings = scan_bytes(
+            chunk.text.encode("utf-8"),
+            start_offset=chunk.start_offset,
+            year=now.year,
+            context=contexts[(chunk.stream, chunk.file_id)],
+        )
         for finding in findings:
             occurred = _aware(finding.timestamp, line_zone) or chunk.received_at
             occurred = min(occurred, now)
