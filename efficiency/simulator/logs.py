@@ -178,8 +178,12 @@ def _iteration_text(job: SimJob, iteration: int, time_s: float, *, nan: bool) ->
     warmup = max(1, job.train_iters // 100)
     max_lr = 3e-4 if job.kind == "pretrain" else 1e-5
     lr = max_lr * min(1.0, iteration / warmup) * (0.1 + 0.9 * max(0.0, 1 - iteration / job.train_iters))
+    loss_field = True
     if nan:
         loss_text, grad_text, nan_count = "nan", "nan", job.log_interval
+        # Megatron prints a loss only when its average is > 0, which NaN is not: most real runs
+        # lose the ``lm loss`` field instead of printing ``nan`` (half the simulated ones do).
+        loss_field = _unit("nan-shape", job.job_id) < 0.5
     else:
         loss = 1.7 + 8.8 * (1 + iteration / 300) ** -0.45 + 0.05 * (noise - 0.5)
         loss_text = f"{loss:.6E}"
@@ -191,8 +195,8 @@ def _iteration_text(job: SimJob, iteration: int, time_s: float, *, nan: bool) ->
         f" elapsed time per iteration (ms): {elapsed_ms:.1f} |"
         f" learning rate: {lr:.3E} |"
         f" global batch size: {job.global_batch:5d} |"
-        f" lm loss: {loss_text} |"
-        " loss scale: 1.0 |"
+        + (f" lm loss: {loss_text} |" if loss_field else "")
+        + " loss scale: 1.0 |"
         f" grad norm: {grad_text} |"
         f" number of skipped iterations: {nan_count:3d} |"
         f" number of nan iterations: {nan_count:3d} |"

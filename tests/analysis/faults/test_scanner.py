@@ -556,7 +556,7 @@ def faulty_logs():
 
 def test_every_fault_the_simulator_writes_is_detected(faulty_logs):
     sim, faults, job_findings = faulty_logs
-    seen_kinds = set()
+    seen_kinds, seen_nan_shapes = set(), set()
     for fault in faults:
         job = sim.sim_job(fault.job_external_id)
         ranks = range(job.gpu_count)
@@ -577,11 +577,19 @@ def test_every_fault_the_simulator_writes_is_detected(faulty_logs):
             for rank in ranks:
                 assert ("nccl-watchdog-timeout" in found[rank]) == (rank != fault.rank)
         elif fault.kind == "loss_nan":
-            assert "loss-nan-inf" in found[job.gpu_count - 1]
+            # ``lm loss: nan``, or (Megatron's real shape) the ``lm loss`` field gone.
+            categories = {SIGNATURES_BY_ID[s].category for s in found[job.gpu_count - 1]}
+            assert "loss_nan_inf" in categories
+            seen_nan_shapes.update(found[job.gpu_count - 1] & {"loss-nan-inf", "megatron-lm-loss-missing"})
+        elif fault.kind == "straggler":
+            # One slow node slows every step: the iteration lines' own times show the drop.
+            assert "throughput-drop" in found[job.gpu_count - 1]
         elif fault.kind == "cuda_oom":
             assert "cuda-oom" in found[fault.rank]
         seen_kinds.add(fault.kind)
-    assert {"xid79", "xid48", "xid74", "nccl_timeout", "loss_nan", "cuda_oom"} <= seen_kinds
+    assert {"xid79", "xid48", "xid74", "nccl_timeout", "loss_nan", "cuda_oom", "straggler"} <= seen_kinds
+    if "megatron-lm-loss-missing" in SIGNATURES_BY_ID:
+        assert seen_nan_shapes == {"loss-nan-inf", "megatron-lm-loss-missing"}
 
 
 def test_healthy_simulated_jobs_report_nothing_but_the_socket_fallback(faulty_logs):
