@@ -18,7 +18,8 @@ def main() -> None:
     for table in sorted(CORPUS.glob("*/sources.tsv")):
         rows = [row.split("\t") for row in table.read_text(encoding="utf-8").splitlines() if row.strip()]
         parts.append(f"\n### `{table.parent.name}/` ({len(rows)} files)\n\n")
-        parts.append("| file | category | kind | source | root cause, as established |\n| --- | --- | --- | --- | --- |\n")
+        parts.append("| file | category | kind | source | root cause, as established |\n")
+        parts.append("| --- | --- | --- | --- | --- |\n")
         for id_, category, kind, url, established in rows:
             text = established.replace("|", "\\|")
             parts.append(f"| `{id_}.log` | {category} | {kind} | {url} | {text} |\n")

@@ -147,4 +147,6 @@ def test_root_prints_one_line_per_file_its_most_fundamental_finding():
     assert roots["kern/gpu-039.log"]["root"] == "hardware_gpu"
     assert len(roots) == 7  # one per file with findings; the quiet kernel log has none
     text, _ = _run(str(CLUSTER / "668239"), "--year", "2024", "--root")
-    assert "rank-2.log:18: root cause cuda_oom [cuda-oom]; 2 more finding(s) in nccl_socket_fallback: " in text
+    assert (
+        "rank-2.log:18: root cause cuda_oom [cuda-oom]; 2 more finding(s) in nccl_socket_fallback: " in text
+    )

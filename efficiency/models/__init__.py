@@ -4,10 +4,10 @@ from efficiency.models.faults import (
     ActuatorConfig,
     FaultPolicy,
     FaultScanCursor,
-    LogStreamContext,
     FaultSignal,
     Incident,
     IncidentAction,
+    LogStreamContext,
     NodeStateChange,
 )
 from efficiency.models.inventory import Cluster, Department, DepartmentMapping, Gpu, Node
@@ -50,7 +50,6 @@ __all__ = [
     "DepartmentMapping",
     "FaultPolicy",
     "FaultScanCursor",
-    "LogStreamContext",
     "FaultSignal",
     "Gpu",
     "GpuSample",
@@ -59,6 +58,7 @@ __all__ = [
     "Job",
     "JobHour",
     "LogChunk",
+    "LogStreamContext",
     "Node",
     "NodeClassification",
     "NodeDay",

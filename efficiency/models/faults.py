@@ -344,7 +344,9 @@ class LogStreamContext(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "stream", "file_id"], name="logstreamcontext_unique_file")
+            models.UniqueConstraint(
+                fields=["source", "stream", "file_id"], name="logstreamcontext_unique_file"
+            )
         ]
         indexes = [models.Index(fields=["updated_at"])]
 

@@ -414,10 +414,16 @@ def test_a_throughput_drop_across_two_collected_pieces_of_a_log_is_one_signal(db
         faults.fault_scan_source(source=source, now=received + timedelta(seconds=1))
     (signal,) = FaultSignal.objects.filter(category=FaultCategory.SLOWDOWN)
     assert signal.signature_id == "throughput-drop"
-    assert "iteration       20/" in signal.message and signal.rank == 3
+    assert "iteration       20/" in signal.message
+    assert signal.rank == 3
     stored = LogStreamContext.objects.get(source=source, stream="job/rank-3.log")
     # The drop was reported at its second slow value; the baseline forms anew from what follows.
-    assert stored.context["trackers"]["elapsed_ms"] == {"faster": False, "normal": [], "frozen": None, "run": 0}
+    assert stored.context["trackers"]["elapsed_ms"] == {
+        "faster": False,
+        "normal": [],
+        "frozen": None,
+        "run": 0,
+    }
     # A month later the file is over: its context goes with the next scan.
     LogChunk.objects.create(source=source, stream="job/rank-4.log", file_id="g", start_offset=0, end_offset=2,
                             job=job, rank=4, line_count=1, text="x\n", received_at=at)  # fmt: skip

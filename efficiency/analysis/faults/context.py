@@ -150,7 +150,12 @@ class ThroughputTracker:
         return None
 
     def as_json(self) -> dict:
-        return {"faster": self.higher_is_faster, "normal": self.normal, "frozen": self.frozen, "run": self.run}
+        return {
+            "faster": self.higher_is_faster,
+            "normal": self.normal,
+            "frozen": self.frozen,
+            "run": self.run,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "ThroughputTracker":

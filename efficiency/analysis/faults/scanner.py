@@ -694,7 +694,9 @@ class _Scan:
             starts.add(data.rfind(b"\n", begin, begin + stop - 1) + 1 or begin)
         return starts, first_metric, after_hits
 
-    def _throughput(self, block: "_Block", key: str, indices: tuple[int, ...], start: int, slow: dict) -> None:
+    def _throughput(
+        self, block: "_Block", key: str, indices: tuple[int, ...], start: int, slow: dict
+    ) -> None:
         """Feed the series' values in the block to its tracker, in order; note the lines that
         complete a drop (their start: series, value, baseline).
 
@@ -743,15 +745,13 @@ class _Scan:
         occurrences = set()
         for stop, index in hits:
             literal = METRICS[index].literal
-            if METRICS[index].after:
-                occurrence = data.rfind(literal, at, stop)
-            else:
-                occurrence = stop - len(literal)
+            # A value after the words: the words are the last before the match's end.
+            occurrence = data.rfind(literal, at, stop) if METRICS[index].after else stop - len(literal)
             if occurrence >= at:
                 occurrences.add((occurrence, index))
         last = at  # the values before this are taken into account
         for occurrence, index in sorted(occurrences):
-            if occurrence < last or block.huge and block.in_huge_line(occurrence):
+            if occurrence < last or (block.huge and block.in_huge_line(occurrence)):
                 continue
             value = metric_value(data, METRICS[index], occurrence, begin)
             if value is None or not tracker.is_slow(value, baseline):
@@ -792,7 +792,9 @@ class _Block:
             at = self.data.find(literal, at + 1, end)
         return at
 
-    def occurrences(self, indices: tuple[int, ...], at: int, end: int | None = None) -> Iterator[tuple[int, int]]:
+    def occurrences(
+        self, indices: tuple[int, ...], at: int, end: int | None = None
+    ) -> Iterator[tuple[int, int]]:
         """The occurrences of these metrics' words from ``at`` on, in order: (offset, index)."""
         heads = {index: self.find(METRICS[index].literal, at, end) for index in indices}
         while True:

@@ -43,7 +43,14 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, paths: list[Path], format: str, year: int | None, root: bool, engine: str | None, **options
+        self,
+        *args,
+        paths: list[Path],
+        format: str,
+        year: int | None,
+        root: bool,
+        engine: str | None,
+        **options,
     ):
         year = year or datetime.now(UTC).year
         failed = 0

@@ -80,10 +80,14 @@ def _contexts(source: DataSource, chunks: list[LogChunk]) -> dict[tuple[str, str
     return {key: contexts.get(key) or StreamContext() for key in files}
 
 
-def _contexts_save(source: DataSource, contexts: dict[tuple[str, str], StreamContext], *, now: datetime) -> None:
+def _contexts_save(
+    source: DataSource, contexts: dict[tuple[str, str], StreamContext], *, now: datetime
+) -> None:
     LogStreamContext.objects.bulk_create(
         [
-            LogStreamContext(source=source, stream=stream, file_id=file_id, context=ctx.as_json(), updated_at=now)
+            LogStreamContext(
+                source=source, stream=stream, file_id=file_id, context=ctx.as_json(), updated_at=now
+            )
             for (stream, file_id), ctx in contexts.items()
         ],
         update_conflicts=True,

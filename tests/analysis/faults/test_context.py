@@ -62,7 +62,8 @@ def test_the_baseline_freezes_after_eight_normal_values():
     tracker = ThroughputTracker(higher_is_faster=True)
     for value in [100, 90, 110, 100, 95, 105, 100, 100]:
         tracker.add(value)
-    assert tracker.frozen == 100.0 and tracker.normal == []
+    assert tracker.frozen == 100.0
+    assert tracker.normal == []
     tracker.add(1000)  # a faster value no longer moves it
     assert tracker.frozen == 100.0
 
@@ -72,7 +73,11 @@ def test_the_baseline_freezes_after_eight_normal_values():
     [
         (b"Epoch 1: 3%| 30/1000 [00:10<05:00,  1.37it/s, loss=2.1]", b"it/s", 1.37),
         (b"Epoch 2: 100%| 60/60 [06:06<00:00,  6.11s/it]", b"s/it", 1 / 6.11),
-        (b" iteration 10/ 99 | elapsed time per iteration (ms): 84606.2 | lm", b"elapsed time per iteration (ms)", 84606.2),
+        (
+            b" iteration 10/ 99 | elapsed time per iteration (ms): 84606.2 | lm",
+            b"elapsed time per iteration (ms)",
+            84606.2,
+        ),
         (b"Speed: 95.71 samples/sec\tTrain-CrossEntropy=3.167187", b"samples/sec", 95.71),
         (b"Epoch: [11][1/48]\tTime 0.470 (1.206)\tData 0.076 (0.004)", b"Time ", 0.47),
         (b"Epoch: [5][0/808]       Time 7.420s (7.420s)    Speed 6.5 samples/s     Data", b"samples/s ", 6.5),
@@ -114,9 +119,13 @@ def test_the_slow_number_prefilter_matches_every_slow_number(bound, direction, i
 
 def test_the_slow_number_prefilter_skips_normal_numbers_a_few_percent_away():
     below = re.compile(b"(?:" + slow_number_pattern("below", 1.0275) + rb")\Z")
-    assert below.match(b"0.9") and below.match(b"1.01") and not below.match(b"1.37")
+    assert below.match(b"0.9")
+    assert below.match(b"1.01")
+    assert not below.match(b"1.37")
     above = re.compile(b"(?:" + slow_number_pattern("above", 17333.3) + rb")\Z")
-    assert above.match(b"17400") and above.match(b"123456.5") and not above.match(b"13000.1")
+    assert above.match(b"17400")
+    assert above.match(b"123456.5")
+    assert not above.match(b"13000.1")
 
 
 def _series_log(values):
@@ -135,8 +144,12 @@ def test_a_long_log_reports_each_sustained_drop_once_at_its_second_slow_line(eng
     values[1200:1300] = [1600] * 100
     values[1600:1700] = [2500] * 100
     findings = scan_bytes(_series_log(values), engine=engine)
-    assert [(f.line_no, f.signature_id) for f in findings] == [(1202, "throughput-drop"), (1602, "throughput-drop")]
-    assert findings[0].value == 1600 and findings[0].baseline == pytest.approx(1000, rel=0.03)
+    assert [(f.line_no, f.signature_id) for f in findings] == [
+        (1202, "throughput-drop"),
+        (1602, "throughput-drop"),
+    ]
+    assert findings[0].value == 1600
+    assert findings[0].baseline == pytest.approx(1000, rel=0.03)
     assert findings[1].baseline == 1600
 
 
@@ -163,7 +176,8 @@ def test_a_stored_context_that_cannot_be_read_starts_afresh():
     for junk in (None, [], {"trackers": {"elapsed_ms": {"faster": "x", "normal": "abc"}}}, {"trackers": 7}):
         assert StreamContext.from_json(junk).trackers == {}
     kept = StreamContext.from_json({"trackers": {"nope": {"faster": True}}, "seen": ["lm loss:"]})
-    assert kept.trackers == {} and kept.seen == {"lm loss:"}
+    assert kept.trackers == {}
+    assert kept.seen == {"lm loss:"}
 
 
 def test_the_rules_are_the_ones_the_readme_states():

@@ -71,7 +71,7 @@ def test_every_row_names_a_file_a_category_and_a_public_source():
         assert excerpt.path.is_file(), excerpt.path
         assert excerpt.path.read_bytes().endswith(b"\n"), excerpt.path
     listed = {e.path for e in EXCERPTS}
-    assert {p for p in CORPUS.glob("*/*.log")} == listed, "every file needs its row"
+    assert set(CORPUS.glob("*/*.log")) == listed, "every file needs its row"
 
 
 def test_the_corpus_is_big_enough_to_mean_something():
@@ -107,7 +107,9 @@ def _table(results) -> str:
         right[excerpt.category] += results[excerpt.id][0] == excerpt.category
     rows = [f"{c:22} {right[c]:3}/{total[c]:3} {right[c] / total[c]:6.1%}" for c in sorted(total)]
     overall = sum(right.values()) / sum(total.values())
-    return "\n".join([*rows, f"{'overall':22} {sum(right.values()):3}/{sum(total.values()):3} {overall:6.1%}"])
+    return "\n".join(
+        [*rows, f"{'overall':22} {sum(right.values()):3}/{sum(total.values()):3} {overall:6.1%}"]
+    )
 
 
 def test_the_root_cause_of_real_failures_is_the_established_one(results):

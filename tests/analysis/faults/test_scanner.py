@@ -6,6 +6,7 @@ every signature in catalog order.
 """
 
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -413,7 +414,8 @@ _METRIC_LINE = st.builds(
             "Epoch 1:  3%|#  | 30/1000 [00:10<05:00, {}it/s, loss=2.1]",
             "Epoch 1:  3%|#  | 30/1000 [00:10<05:00, {}s/it, loss=2.1]",
             " iteration 10/ 99 | elapsed time per iteration (ms): {} | lm loss: 2.1E+00 |",
-            " iteration 11/ 99 | elapsed time per iteration (ms): {} | global batch size: 8 | loss scale: 1.0 |",
+            " iteration 11/ 99 | elapsed time per iteration (ms): {} |"
+            " global batch size: 8 | loss scale: 1.0 |",
             "INFO:root:Epoch[6] Batch [420]  Speed: {} samples/sec  accuracy=0.47",
             "Epoch: [11][1/48]\tTime {} (1.206)\tData 0.076 (0.004)",
             "{0} tokens/s, {0}it/s",
@@ -427,7 +429,9 @@ _METRIC_LINE = st.builds(
 def _log(draw):
     pieces = []
     for _ in range(draw(st.integers(0, 40))):
-        kind = draw(st.sampled_from(["fault", "noise", "noise", "binary", "long", "mixed", "metric", "metric"]))
+        kind = draw(
+            st.sampled_from(["fault", "noise", "noise", "binary", "long", "mixed", "metric", "metric"])
+        )
         if kind == "fault":
             pieces.append(draw(_FAULT).encode())
         elif kind == "metric":
@@ -494,10 +498,12 @@ def test_a_log_scanned_piece_by_piece_with_a_stored_context_gives_what_it_gives_
     bounds = sorted({min(cut, len(lines)) for cut in cuts} | {0, len(lines)})
     stored, findings, offset, line_no = None, [], 0, 1
     with mock.patch.object(scanner, "LINE_EDGE_BYTES", 96), mock.patch.object(scanner, "BLOCK_BYTES", 512):
-        for first, last in zip(bounds, bounds[1:], strict=False):
+        for first, last in itertools.pairwise(bounds):
             piece = b"\n".join(lines[first:last]) + (b"\n" if last < len(lines) else b"")
             context = StreamContext.from_json(json.loads(json.dumps(stored)) if stored else None)
-            findings += scan_bytes(piece, start_offset=offset, start_line=line_no, context=context, engine=engine)
+            findings += scan_bytes(
+                piece, start_offset=offset, start_line=line_no, context=context, engine=engine
+            )
             stored = context.as_json()
             offset += len(piece)
             line_no += last - first
