@@ -381,6 +381,12 @@ PORTAL_SOURCE_ROOTS = env_list("PORTAL_SOURCE_ROOTS", f"{VAR_DIR / 'sim'},{VAR_D
 # Nodes a source discovers (Slurm, Kubernetes, dcgm-exporter labels) start as "discovered" for an
 # admin to confirm; with this set they are active, and count in capacity, at once.
 PORTAL_DISCOVERY_AUTO_ACCEPT = env_bool("PORTAL_DISCOVERY_AUTO_ACCEPT", False)
+# The log scanner's engine (efficiency.analysis.faults.scanner reads the variable itself, so that
+# it stays plain Python): Hyperscan where installed, or the pure-Python prefilter. Checked here so
+# that a typo stops the process at start-up rather than failing the first scan.
+_SCAN_ENGINE = env_str("PORTAL_SCAN_ENGINE")
+if _SCAN_ENGINE not in ("", "hyperscan", "python"):
+    raise ImproperlyConfigured(f"PORTAL_SCAN_ENGINE={_SCAN_ENGINE!r}: use 'hyperscan' or 'python'.")
 # The demo's simulated dcgm-exporter (manage.py simulate serve) listens here.
 PORTAL_SIMULATOR_PORT = env_int("PORTAL_SIMULATOR_PORT", 9400)
 # The planning cycle (the GPU committee meets every two weeks) and node class thresholds

@@ -112,3 +112,9 @@ def test_production_static_files_collect_with_plotly_and_swagger_ui(tmp_path):
         "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
     ):
         assert f'"{path}"' in manifest
+
+
+def test_a_scan_engine_typo_stops_the_process_at_start_up(tmp_path):
+    result = _manage("check", env={"PORTAL_SCAN_ENGINE": "hyperscna"}, tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert "PORTAL_SCAN_ENGINE='hyperscna': use 'hyperscan' or 'python'." in result.stderr
