@@ -172,15 +172,22 @@ def megatron_line(at, iteration, seconds, loss):
     )
 
 
-def test_progress_detectors_find_a_slowdown_and_a_loss_spike_in_iteration_lines(db):
-    from efficiency.models import LogChunk
+def running_job_with_push_source(hostname):
+    """A node, a log-push source of its cluster, and a job running on it since 08:00."""
     from tests.factories import JobFactory, NodeFactory
 
-    node = NodeFactory(hostname="gpu-y01")
+    node = NodeFactory(hostname=hostname)
     source = DataSource.objects.create(cluster=node.cluster, kind=SourceKind.LOG_PUSH, name="push")
     begin = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
     job = JobFactory(cluster=node.cluster, department=node.owner_department, submitted_at=begin,
                      started_at=begin, ended_at=None)  # fmt: skip
+    return node, source, job, begin
+
+
+def test_progress_detectors_find_a_slowdown_and_a_loss_spike_in_iteration_lines(db):
+    from efficiency.models import LogChunk
+
+    node, source, job, begin = running_job_with_push_source("gpu-y01")
     lines, at = [], begin
     for iteration in range(1, 41):
         seconds = 2.0 if iteration <= 25 else 3.0  # 50% slower from iteration 26
@@ -392,13 +399,8 @@ def test_a_failing_actuator_is_logged_as_well_as_recorded(db, caplog):
 
 def test_a_throughput_drop_across_two_collected_pieces_of_a_log_is_one_signal(db):
     from efficiency.models import LogChunk, LogStreamContext
-    from tests.factories import JobFactory, NodeFactory
 
-    node = NodeFactory(hostname="gpu-y02")
-    source = DataSource.objects.create(cluster=node.cluster, kind=SourceKind.LOG_PUSH, name="push")
-    begin = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
-    job = JobFactory(cluster=node.cluster, department=node.owner_department, submitted_at=begin,
-                     started_at=begin, ended_at=None)  # fmt: skip
+    _, source, job, begin = running_job_with_push_source("gpu-y02")
     lines, at = [], begin
     for iteration in range(1, 21):
         seconds = 2.0 if iteration <= 18 else 3.0  # 50% slower for the last two
