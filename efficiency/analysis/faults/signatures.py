@@ -9,7 +9,8 @@ stands for (Xid number, NCCL error, ...), and the action an operator should take
 ``SIGNATURES``, so the specific ones come first: every Xid by its code before the catch-all
 ``xid-other`` (a line ``Xid 45 ... caused by previous Xid 149`` is Xid 45), hardware before the
 CUDA errors that follow it, ``nccl-remote-error`` before the generic ``nccl-error``, the
-rendezvous errors before a bare ``Connection reset by peer``, the loss last.
+rendezvous errors before a bare ``Connection reset by peer``, the NCCL and RDMA network errors
+before the watchdog timeouts they cause, the model's signatures last (a NaN loss first among them).
 
 **Xid meanings and actions** follow NVIDIA's Xid catalog
 (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) and the resolution bucket
@@ -99,6 +100,11 @@ def _re(pattern: str) -> re.Pattern[str]:
 XID_PREFIX = r"(?:NVRM: Xid \([^)]*\): |XidCriticalError: Xid=)"
 
 
+# ``NVRM`` rather than ``Xid``: one anchor finds the Xid lines and the driver's other messages (GSP,
+# NVLink, RmInitAdapter); the device plugin's ``XidCriticalError`` is found through ``rror``.
+_XID_LITERALS = ("NVRM", "rror")
+
+
 def _xid(code: int, category: str, severity: str, title: str, action: str) -> Signature:
     return Signature(
         id=f"xid-{code}",
@@ -107,12 +113,35 @@ def _xid(code: int, category: str, severity: str, title: str, action: str) -> Si
         code=str(code),
         title=f"Xid {code}: {title}",
         action=action,
-        literals=("Xid",),
+        literals=_XID_LITERALS,
         pattern=_re(rf"{XID_PREFIX}{code}(?![0-9])"),
     )
 
 
 _RESET_GPU = gettext_noop("Drain the node and reset the GPU; replace it if the Xid recurs")
+_NVLINK_ACTION = gettext_noop(
+    "Drain the node, reset its GPUs and check the NVLink/NVSwitch fabric (nvidia-smi nvlink -e, "
+    "fabric manager); replace the part if it recurs"
+)
+# NVLink Xids of NVIDIA's catalog: 74, 137 (NVLINK_FLA_PRIV_ERR), 144-150 (NVLINK_*_ERROR).
+_NVLINK_XIDS = r"(?:74|137|14[4-9]|150)"
+
+# ``Xid 45 ... caused by previous Xid 149``: the cleanup of channels after an earlier fault, whose
+# category it takes. Only the NVLink codes have been seen this way so far; others stay Xid 45.
+XID_CAUSED_BY = (
+    Signature(
+        id="xid-after-nvlink",
+        category="nvlink",
+        severity="critical",
+        code=None,
+        title="Xid 43/45 caused by a previous NVLink Xid",
+        action=_NVLINK_ACTION,
+        literals=_XID_LITERALS,
+        pattern=_re(
+            rf"{XID_PREFIX}(?:43|45)(?![0-9]).*?caused by previous Xid (?P<code>{_NVLINK_XIDS})(?![0-9])"
+        ),
+    ),
+)
 
 XID_SIGNATURES = (
     _xid(13, "software_error", "error", "graphics engine exception",
@@ -156,7 +185,25 @@ XID_SIGNATURES = (
     _xid(120, "hardware_gpu", "critical", "GSP error",
          gettext_noop("Drain the node and reset the GPU (or reboot); update driver and firmware if it "
          "recurs")),
+    _xid(137, "nvlink", "critical", "NVLink FLA privilege error (NVLINK_FLA_PRIV_ERR)", _NVLINK_ACTION),
     _xid(140, "hardware_memory_ecc", "critical", "unrecovered ECC error", _RESET_GPU),
+    _xid(144, "nvlink", "warning", "NVLink SAW error (NVLINK_SAW_ERROR)", _NVLINK_ACTION),
+    Signature(
+        id="xid-nvlink",
+        category="nvlink",
+        severity="critical",
+        code=None,
+        title="NVLink error (Xid 145-150: NVLINK_RLW/TLW/TREX/NVLPW_CTRL/NETIR/MSE_ERROR)",
+        action=_NVLINK_ACTION,
+        literals=_XID_LITERALS,
+        pattern=_re(rf"{XID_PREFIX}(?P<code>14[5-9]|150)(?![0-9])"),
+    ),
+    # The driver's record of what the GPU now needs (reset, reboot, drain): the cause is the Xid
+    # before it, like Xid 45's.
+    _xid(154, "software_error", "warning", "GPU recovery action changed",
+         gettext_noop("Act on the Xid that preceded it on the same GPU and carry out the recovery action "
+         "the line names (GPU reset, node reboot, drain)")),
+    _xid(171, "hardware_memory_ecc", "critical", "uncorrectable DRAM error", _RESET_GPU),
 )  # fmt: skip
 
 XID_OTHER = Signature(
@@ -166,11 +213,156 @@ XID_OTHER = Signature(
     code=None,
     title="Xid not in the catalog",
     action=gettext_noop("Look the code up in NVIDIA's Xid catalog; run DCGM diagnostics if it repeats"),
-    literals=("Xid",),
+    literals=_XID_LITERALS,
     pattern=_re(rf"{XID_PREFIX}(?P<code>[0-9]+)"),
 )
 
+# Short literals shared by many signatures. Each literal without one of the scanner's preferred
+# anchors becomes an anchor of its own (one more pass over every block), so the new messages are
+# found through a few words they have in common: ``ailed`` (failed / Failed), ``atchdog``,
+# ``handle``, ``loss scale `` and ``NVRM``, besides the scanner's ``rror``, ``NCCL WARN`` and
+# ``Socket``: eight in all, the most the scanner's speed allows. None may fill healthy logs: an
+# anchor on every iteration line (``nan`` of Megatron's ``number of nan iterations``, ``loss
+# scale:``) or on every ``NCCL INFO`` line would make each of them a candidate, matched in Python.
+_FAILED = "ailed"
+_WATCHDOG = "atchdog"  # Watchdog / watchdog
+# ``loss scale`` and a space: the fp16 scalers' messages, not Megatron's ``loss scale: 1.0 |`` on
+# every iteration line (DeepSpeed's ``OVERFLOW! ... Attempted loss scale: 1, reducing to 1`` is
+# left out with it).
+_LOSS_SCALE = "loss scale "
+# The verbs that set up or use a connection; ``ibv_open_device`` failing means no usable HCA, which
+# NCCL answers by falling back to sockets (``nccl-socket-fallback``).
+_IBV_VERBS = (
+    r"ibv_(?:create_qp|modify_qp|reg_mr[a-z_0-9]*|reg_dmabuf_mr|poll_cq|post_send|post_recv"
+    r"|get_async_event|create_cq|alloc_pd)"
+)
+_LOSS_ACTION = gettext_noop(
+    "Stop the run and restart from the last good checkpoint with a lower learning rate, bf16 "
+    "instead of fp16, or without the offending batch; if it repeats on one node, suspect its GPUs"
+)
+
+
 OTHER_SIGNATURES = (
+    # --- the GPU as the driver and nvidia-smi report it without an Xid --------------------------
+    Signature(
+        id="nvrm-gpu-lost",
+        category="hardware_gpu",
+        severity="critical",
+        code=None,
+        title="NVIDIA driver: GPU lost from the bus or needs a reset",
+        action=gettext_noop(
+            "Drain the node and power-cycle it; check the GPU's PCIe seating and power and replace "
+            "it if it recurs"
+        ),
+        literals=("NVRM", _FAILED),
+        # ``Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST]``, ``Check failed: Reset
+        # required [NV_ERR_RESET_REQUIRED]``, and the probe's ``... has fallen off the bus and is
+        # not responding to commands.`` (a bare ``GPU has fallen off the bus.`` follows an Xid 79).
+        pattern=_re(
+            r"[Ff]ailed: (?:GPU lost from the bus|Reset required) \[NV_ERR_"
+            r"|NVRM: .*?fallen off the bus and is not responding to commands"
+        ),
+    ),
+    Signature(
+        id="nvrm-rminit-failed",
+        category="hardware_gpu",
+        severity="critical",
+        code=None,
+        title="NVIDIA driver cannot initialise the GPU (RmInitAdapter failed)",
+        action=gettext_noop(
+            "Drain the node and reset or power-cycle the GPU; if it keeps failing after a cold "
+            "boot, check the driver/firmware versions and replace the GPU"
+        ),
+        literals=(_FAILED, "rror"),
+        pattern=_re(
+            r"NVRM: .*?(?:RmInitAdapter failed|rm_init_adapter failed"
+            r"|GSP-FMC reported an error while attempting to boot GSP)"
+        ),
+    ),
+    Signature(
+        id="nvrm-gsp-failure",
+        category="hardware_gpu",
+        severity="critical",
+        code=None,
+        title="NVIDIA driver: GSP firmware stopped responding (heartbeat timeout, crash report)",
+        action=gettext_noop(
+            "Drain the node and reset the GPU (or reboot); update driver and firmware if it recurs"
+        ),
+        literals=("NVRM",),
+        # The GSP's heartbeat and crash reports, which come without an Xid 119/120 on some drivers.
+        pattern=_re(r"NVRM: .*?(?:GSP RM heartbeat timed out|: Heartbeat timed out|GSP-CrashCat Report)"),
+    ),
+    Signature(
+        id="nvidia-smi-gpu-lost",
+        category="hardware_gpu",
+        severity="critical",
+        code=None,
+        title="nvidia-smi cannot reach the GPU (Unknown Error / GPU is lost)",
+        action=gettext_noop(
+            "Drain the node and reboot it; look for Xid 79 or PCIe errors in the kernel log and "
+            "replace the GPU if it recurs"
+        ),
+        literals=("handle",),
+        pattern=_re(
+            r"Unable to determine the device handle for GPU ?[0-9A-Fa-f:.]+: (?:Unknown Error|GPU is lost)"
+        ),
+    ),
+    Signature(
+        id="nvidia-smi-uncorrectable-remapped-rows",
+        category="hardware_memory_ecc",
+        severity="critical",
+        code=None,
+        title="nvidia-smi -q: rows remapped for uncorrectable errors",
+        action=gettext_noop(
+            "Drain the node and reset the GPU so the pending remap takes effect; replace it if "
+            "remapping fails or the count keeps rising"
+        ),
+        literals=("rror",),
+        # The ``Remapped Rows`` section's ``Uncorrectable Error : 4``; a zero count is healthy.
+        pattern=_re(r"(?<![A-Za-z])Uncorrectable Error[ \t]*: [1-9]"),
+    ),
+    # --- NVLink and the fabric without an Xid --------------------------------------------------
+    Signature(
+        id="nvlink-driver-error",
+        category="nvlink",
+        severity="critical",
+        code=None,
+        title="NVIDIA driver: NVLink discovery or link failure",
+        action=_NVLINK_ACTION,
+        literals=("NVRM",),
+        pattern=_re(r"NVRM: (?:GPU[0-9]+ )?knvlink[A-Za-z0-9_]*: .*?[Ff]ailed"),
+    ),
+    Signature(
+        id="nvls-fabric-failure",
+        category="nvlink",
+        severity="error",
+        code=None,
+        title="NCCL: NVLink SHARP (NVLS) setup failed (fabric manager / NVSwitch)",
+        action=gettext_noop(
+            "Check the node's fabric manager (systemctl status nvidia-fabricmanager, version equal "
+            "to the driver's) and NVSwitches; restart it or drain the node; NCCL_NVLS_ENABLE=0 "
+            "avoids NVLS meanwhile"
+        ),
+        literals=(_FAILED, "NCCL WARN"),
+        pattern=_re(
+            r"Failed to bind NVLink SHARP \(NVLS\) Multicast"
+            r"|nvls\.cc:[0-9]+ NCCL WARN Cuda failure (?:[0-9]+ )?'(?:invalid argument"
+            r"|the operation cannot be performed in the present state)'"
+        ),
+    ),
+    Signature(
+        id="cuda-system-not-ready",
+        category="nvlink",
+        severity="error",
+        code=None,
+        title="CUDA: system not yet initialized (error 802, fabric manager not running)",
+        action=gettext_noop(
+            "Start the node's fabric manager (its version must equal the driver's) and check the "
+            "NVSwitches; drain the node until CUDA initialises"
+        ),
+        literals=("rror",),
+        pattern=_re(r"rror \(?802\)? ?: system not yet initialized|cudaErrorSystemNotReady"),
+    ),
     # --- the GPU as CUDA reports it (the Xid is in the node's kernel log) ----------------------
     Signature(
         id="cuda-ecc-uncorrectable",
@@ -213,19 +405,6 @@ OTHER_SIGNATURES = (
     ),
     # --- NCCL and the fabric ------------------------------------------------------------------
     Signature(
-        id="nccl-watchdog-timeout",
-        category="nccl_timeout_hang",
-        severity="error",
-        code=None,
-        title="NCCL collective timed out (watchdog)",
-        action=gettext_noop(
-            "Find the rank that never joined the collective (no timeout of its own, or its own "
-            "error first) and its node; restart from the last checkpoint without that node"
-        ),
-        literals=("Watchdog caught collective operation timeout",),
-        pattern=_re(r"Watchdog caught collective operation timeout"),
-    ),
-    Signature(
         id="nccl-ib-completion-error",
         category="network_rdma",
         severity="error",
@@ -235,12 +414,89 @@ OTHER_SIGNATURES = (
             "Check the HCA port, cable and switch port of both peers (ibstat, port error "
             "counters); drain the node if the errors follow it"
         ),
-        literals=("NCCL WARN",),
+        literals=("NCCL WARN", "rror"),
+        # ``NCCL WARN NET/IB : Got completion from peer ... with status=12`` and the IB plugin's
+        # ``NET/IBext``/``NET/IBP``; ``... with error 12`` (NCCL 2.3-2.x, also quoted as the
+        # ``Last error:`` of an ``ncclRemoteError``).
         pattern=_re(
-            r"NCCL WARN NET/IB[A-Za-z0-9]* ?: ?Got completion (?:from peer \S+ )?with "
-            r"(?:error |status=)(?P<code>[0-9]+)"
+            r"(?:NCCL WARN NET/IB[A-Za-z0-9]* ?: ?Got completion (?:from peer \S+ )?with status="
+            r"|NET/IB[A-Za-z0-9]* ?: ?Got completion (?:from peer \S+ )?with error )(?P<code>[0-9]+)"
             r"|NCCL WARN NET/IB[A-Za-z0-9]* ?:.*?remote (?:access|operation) error"
             r"|NCCL WARN Call to ibv_poll_cq"
+        ),
+    ),
+    Signature(
+        id="nccl-net-failure",
+        category="network_rdma",
+        severity="error",
+        code=None,
+        title="NCCL: network transport failure (IB verbs call, async event, socket to a peer)",
+        action=gettext_noop(
+            "Check the network between the nodes the line names: HCA port and cable (ibstat, port "
+            "counters), RoCE GID/routing, firewall and NCCL_SOCKET_IFNAME; drain the node if the "
+            "errors follow it"
+        ),
+        literals=("NCCL WARN", _FAILED),
+        # A failed ``ibv_*`` verb of a connection (``ibv_open_device`` failing is the socket
+        # fallback's cause, see there), an IB async event, the socket layer losing a peer
+        # (``socketProgress: Connection closed by remote peer``, ``Call to recv ... failed``),
+        # an OFI (EFA) request completing with an error; NCCL 2.3 wrote ``WARN`` without ``NCCL``.
+        pattern=_re(
+            rf"NCCL WARN (?:Call to (?:{_IBV_VERBS}|recv|send|connect)[ (]"
+            r"|NET/IB[A-Za-z0-9]* ?: ?Got async event"
+            r"|socket[A-Za-z]*:? (?:Connect|Connection closed|Call to|poll\(\) returned)"
+            r"|Socket recv failed|NET/OFI .*?completed with error)"
+            rf"|WARN Call to (?:{_IBV_VERBS}|recv|send|connect) failed"
+        ),
+    ),
+    Signature(
+        id="rdma-transport-retry-exceeded",
+        category="network_rdma",
+        severity="error",
+        code=None,
+        title="RDMA: transport retry exceeded, verbs or device failure (UCX, NVSHMEM, EFA)",
+        action=gettext_noop(
+            "Check the HCA port, cable and switch port of both peers (ibstat, port error "
+            "counters) or the EFA security group; drain the node if the errors follow it"
+        ),
+        literals=("rror", _FAILED),
+        pattern=_re(
+            r"rror.*?Transport retry count exceeded"
+            rf"|{_IBV_VERBS} failed|Failed to modify QP to R[TS][RS]"
+            r"|libfabric:\S*:efa:\S*error\(\)"
+            r"|infiniband \S+: Failed to"
+        ),
+    ),
+    Signature(
+        id="nccl-watchdog-timeout",
+        category="nccl_timeout_hang",
+        severity="error",
+        code=None,
+        title="NCCL collective timed out (watchdog)",
+        action=gettext_noop(
+            "Find the rank that never joined the collective (no timeout of its own, or its own "
+            "error first) and its node; restart from the last checkpoint without that node"
+        ),
+        literals=(_WATCHDOG,),
+        pattern=_re(r"Watchdog caught collective operation timeout"),
+    ),
+    Signature(
+        id="nccl-watchdog-abort",
+        category="nccl_timeout_hang",
+        severity="error",
+        code=None,
+        title="NCCL collective failed or timed out: ProcessGroupNCCL takes the process down",
+        action=gettext_noop(
+            "Find the rank that never joined the collective (no timeout of its own, or its own "
+            "error first) and its node; restart from the last checkpoint without that node"
+        ),
+        literals=(_WATCHDOG, _FAILED),
+        # PyTorch's ProcessGroupNCCL in its wordings since 1.x: the abort after a timeout, the
+        # watchdog itself stuck (what the heartbeat monitor reports), ``failure detected by
+        # watchdog``.
+        pattern=_re(
+            r"Some NCCL operations have failed or timed out"
+            r"|ProcessGroupNCCL's watchdog got stuck for|failure detected by watchdog"
         ),
     ),
     Signature(
@@ -253,16 +509,21 @@ OTHER_SIGNATURES = (
             "Lower the micro-batch size or sequence length, or enable activation checkpointing "
             "or more model parallelism; check the GPU for other processes"
         ),
-        literals=(
-            "OutOfMemoryError",
-            "RuntimeError:",
-            "CUDA error: out of memory",
-            "NCCL WARN Cuda failure",
-            "cudaErrorMemoryAllocation",
-        ),
+        literals=("rror", "NCCL WARN", _FAILED),
+        # PyTorch (``CUDA out of memory``, 0.x ``cuda runtime error (2) : out of memory``,
+        # ``THCudaCheck FAIL ... error=2 : out of memory``), CuPy, TensorFlow (``ResourceExhaustedError
+        # ... OOM when allocating``, ``CUDA_ERROR_OUT_OF_MEMORY``), JAX/XLA ``RESOURCE_EXHAUSTED: Out
+        # of memory``, cuBLAS failing to allocate its handle, vLLM without memory for the KV cache.
         pattern=_re(
             r"(?:OutOfMemoryError|RuntimeError): ?CUDA out of memory|CUDA error: out of memory"
-            r"|NCCL WARN Cuda failure 'out of memory'|cudaErrorMemoryAllocation"
+            r"|NCCL WARN Cuda failure (?:2 )?'out of memory'|cudaErrorMemoryAllocation"
+            r"|error \(2\) : out of memory|error=2 : out of memory"
+            r"|OutOfMemoryError: out of memory to allocate"
+            r"|ResourceExhaustedError\S*(?: \(see above for traceback\))?: OOM when allocating"
+            r"|(?:rror|ailed).*?CUDA_ERROR_OUT_OF_MEMORY"
+            r"|rror: RESOURCE_EXHAUSTED: Out of memory"
+            r"|CUDA error: CUBLAS_STATUS_ALLOC_FAILED"
+            r"|rror: No available memory for the cache blocks"
         ),
     ),
     Signature(
@@ -275,10 +536,18 @@ OTHER_SIGNATURES = (
             "Debug the application (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer); if it follows "
             "one GPU across jobs, run DCGM diagnostics on it"
         ),
-        literals=("CUDA error: ", "NCCL WARN Cuda failure", "cudaErrorIllegalAddress"),
+        literals=("rror", "NCCL WARN", _FAILED),
+        # The CUDA runtime's and driver's names and messages (``an illegal memory access was
+        # encountered``, ``CUDA_ERROR_ILLEGAL_ADDRESS``, ``misaligned address``, error 700/716) on a
+        # line that reports an error or failure: PyTorch 0.x ``cuda runtime error (77)``, JAX/XLA,
+        # TensorFlow, Triton, CUB/Thrust, Caffe, NCCL ``Cuda failure 700 '...'``.
         pattern=_re(
             r"CUDA error: (?:an illegal memory access|an illegal instruction|misaligned address)"
-            r"|NCCL WARN Cuda failure 'an illegal memory access|cudaErrorIllegalAddress"
+            r"|NCCL WARN Cuda failure (?:[0-9]+ )?'an illegal memory access|cudaErrorIllegalAddress"
+            r"|(?:rror|ailed).*?(?:an illegal memory access was encountered"
+            r"|an illegal instruction was encountered|misaligned address"
+            r"|CUDA_ERROR_(?:ILLEGAL_ADDRESS|ILLEGAL_INSTRUCTION|MISALIGNED_ADDRESS)"
+            r"|ErrorIllegalAddress|cudaErrorMisalignedAddress)"
         ),
     ),
     Signature(
@@ -303,8 +572,17 @@ OTHER_SIGNATURES = (
         action=gettext_noop(
             "Rerun with NCCL_DEBUG=INFO and read the first NCCL WARN line of the failing rank"
         ),
-        literals=("NCCL error", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError"),
-        pattern=_re(r"NCCL error(?![A-Za-z0-9_])|(?P<code>nccl(?:UnhandledCuda|System|Internal)Error)"),
+        literals=(
+            "NCCL error",
+            "ncclUnhandledCudaError",
+            "ncclSystemError",
+            "ncclInternalError",
+            "NCCL WARN",
+        ),
+        pattern=_re(
+            r"NCCL error(?![A-Za-z0-9_])|(?P<code>nccl(?:UnhandledCuda|System|Internal)Error)"
+            r"|NCCL WARN Duplicate GPU detected"
+        ),
     ),
     Signature(
         id="nccl-socket-fallback",
@@ -316,8 +594,16 @@ OTHER_SIGNATURES = (
             "Give the job's container the NCCL RDMA settings (NCCL_IB_HCA, no NCCL_IB_DISABLE=1) "
             "or move it to RDMA nodes; check 'Using network' says IB"
         ),
-        literals=("NET/Socket", "network Socket", "Network Socket"),
-        pattern=_re(r"NET/Socket ?: ?Using|Using (?:network|internal Network) Socket"),
+        literals=("Socket", _FAILED),
+        # ``Using network Socket`` (``Using internal Network Socket`` before NCCL 2.4), channels
+        # ``via NET/Socket/0``, NCCL failing to load the verbs library or to open the HCA.
+        # ``NET/Socket : Using [0]ib0`` alone proves nothing: NCCL 2.4+ prints it in healthy IB
+        # runs too.
+        pattern=_re(
+            r"NCCL INFO (?:Using (?:network|internal Network) Socket|Channel .*? via NET/Socket/)"
+            r"|(?:NCCL INFO|WARN) Failed to open libibverbs\.so"
+            r"|WARN Call to ibv_open_device failed"
+        ),
     ),
     # --- storage and the launcher -------------------------------------------------------------
     Signature(
@@ -330,8 +616,17 @@ OTHER_SIGNATURES = (
             "Check the mount and the file server from the node (dmesg, mount state); move the "
             "job off the node if only it is affected and restart from the last checkpoint"
         ),
-        literals=("Input/output error", "Stale file handle", "LustreError"),
-        pattern=_re(r"Input/output error|Stale file handle|LustreError.*?evicted"),
+        literals=("rror", "handle", _FAILED),
+        # EIO as programs print it, the kernel's block-layer and ext4 errors, a FUSE mount whose
+        # daemon went away (``Transport endpoint is not connected``, errno 107, on a line that
+        # reports an error), stale NFS handles, Lustre evictions and failed requests.
+        pattern=_re(
+            r"[Ii]nput/output error|Stale file handle|(?:rror|ailed).*?Transport endpoint is not connected"
+            r"|Transport endpoint is not connected \(os error 107\)"
+            r"|I/O error, dev \S+, sector|Buffer I/O error on dev"
+            r"|EXT4-fs error \(device"
+            r"|LustreError.*?(?:evict|failed: rc = -[0-9])"
+        ),
     ),
     Signature(
         id="rendezvous-failure",
@@ -343,13 +638,39 @@ OTHER_SIGNATURES = (
             "Check that every node reaches the rendezvous endpoint (MASTER_ADDR and port, all "
             "pods scheduled) and that no worker died first; restart the job"
         ),
-        literals=(
-            "RendezvousTimeoutError",
-            "RendezvousConnectionError",
-            "RendezvousClosedError",
-            "DistNetworkError",
+        literals=("rror", _FAILED),
+        # torchelastic's rendezvous errors and the c10d TCPStore in its wordings: a client that
+        # cannot connect (``The client socket has timed out``, ``connect() timed out``; a single
+        # ``failed to connect to [host]:port`` warning is a retry while the master starts), a
+        # server port already in use (errno 98; a failed IPv6 bind alone is no error), workers
+        # that never joined, the NCCL unique id never fetched from the store.
+        pattern=_re(
+            r"(?P<code>Rendezvous(?:Timeout|Connection|Closed)Error|DistNetworkError|DistStoreError)"
+            r"|rror: The client socket has timed out after"
+            r"|The client socket has failed to connect to any network address"
+            r"|TCP client failed to connect/validate to host"
+            r"|The server socket has failed to (?:listen|bind to \S+ \(errno: 98 )"
+            r"|rror: connect\(\) timed out"
+            r"|c10d key-value store by key \S+ but store->get\(\S+\) got error"
         ),
-        pattern=_re(r"(?P<code>Rendezvous(?:Timeout|Connection|Closed)Error|DistNetworkError)"),
+    ),
+    Signature(
+        id="cuda-driver-too-old",
+        category="software_error",
+        severity="error",
+        code=None,
+        title="CUDA driver older than the CUDA runtime / NCCL library mismatch",
+        action=gettext_noop(
+            "Match the software to the node: a driver new enough for the CUDA runtime the job "
+            "uses, one NCCL library that the framework was built against"
+        ),
+        literals=("rror",),
+        pattern=_re(
+            r"rror.*?(?:CUDA driver version is insufficient for CUDA runtime version"
+            r"|The NVIDIA driver on your system is too old"
+            r"|libtorch_cuda\.so: undefined symbol: nccl)"
+            r"|cudaErrorInsufficientDriver"
+        ),
     ),
     Signature(
         id="connection-reset",
@@ -361,8 +682,8 @@ OTHER_SIGNATURES = (
             "Find the peer process that exited first (its own error, an Xid or OOM on its "
             "node); this side only lost the connection"
         ),
-        literals=("Connection reset by peer",),
-        pattern=_re(r"Connection reset by peer"),
+        literals=("rror", _FAILED),
+        pattern=_re(r"(?:rror|ailed).*?Connection reset by peer"),
     ),
     # --- the model ----------------------------------------------------------------------------
     Signature(
@@ -390,9 +711,52 @@ OTHER_SIGNATURES = (
             rb"(?![A-Za-z0-9_])"
         ),
     ),
+    Signature(
+        id="loss-scale-floor",
+        category="loss_nan_inf",
+        severity="error",
+        code=None,
+        title="fp16 loss scale at its floor: gradients overflow at every step",
+        action=_LOSS_ACTION,
+        literals=(_LOSS_SCALE,),
+        # DeepSpeed's fused optimizer ``Reducing dynamic loss scale from 1 to 1``, apex ``reducing
+        # loss scale to 5e-324``, fairseq ``overflow detected, setting loss scale to: 0.0001``. An
+        # overflow now and then at a large scale is how dynamic scaling works (healthy runs
+        # overflow at scales of hundreds to billions); one that pushes the scale to 2 or below
+        # means gradients near fp16's limit (65504) or Inf/NaN. The number is read by the pattern
+        # (2, 0 to 1.x, or a negative power of ten), so no ``accept`` is needed.
+        pattern=_re(
+            r"(?:reducing loss scale to|setting loss scale to:|Reducing dynamic loss scale from \S+ to) ?"
+            r"(?P<scale>2(?:\.0+)?(?![0-9eE.])|[01](?:\.[0-9]+)?(?![0-9eE.])|[0-9]+(?:\.[0-9]+)?[eE]-[0-9]+)"
+        ),
+    ),
+    Signature(
+        id="loss-scale-minimum",
+        category="loss_nan_inf",
+        severity="error",
+        code=None,
+        title="fp16 loss scale reached its minimum: training stopped",
+        action=_LOSS_ACTION,
+        literals=(_LOSS_SCALE,),
+        # DeepSpeed ``Current loss scale already at minimum - cannot decrease scale anymore``
+        # (any case), fairseq ``FloatingPointError: Minimum loss scale reached (0.0001)``.
+        pattern=_re(r"[Cc]urrent loss scale already at minimum|Minimum loss scale reached"),
+    ),
+    Signature(
+        id="grad-norm-nan-check",
+        category="loss_nan_inf",
+        severity="error",
+        code=None,
+        title="Megatron's NaN check: NaN in the local gradient norm",
+        action=_LOSS_ACTION,
+        literals=("rror",),
+        # ``AssertionError: Rank 3: found NaN in local grad norm in backwards pass`` and
+        # ``RuntimeError: Rank 2, ...: Unexpected result nan (message='found NaN in local grad norm``
+        pattern=_re(r"rror: .*?found NaN in local grad norm"),
+    ),
 )
 
-SIGNATURES: tuple[Signature, ...] = (*XID_SIGNATURES, XID_OTHER, *OTHER_SIGNATURES)
+SIGNATURES: tuple[Signature, ...] = (*XID_CAUSED_BY, *XID_SIGNATURES, XID_OTHER, *OTHER_SIGNATURES)
 
 # Not a line's: reported where a log's own throughput drops (``context.ThroughputTracker``).
 THROUGHPUT_DROP = Signature(
