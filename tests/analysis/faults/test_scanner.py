@@ -173,10 +173,10 @@ def test_every_literal_is_found_by_an_anchor_or_its_chunk_pattern():
             assert any(anchor in literal.encode() for anchor in scanner.ANCHORS), literal
 
 
-def test_only_the_loss_needs_a_pass_of_its_own_and_the_anchors_stay_few():
-    # Each anchor is one more pass over the data: the speed depends on keeping them few.
-    assert [s.id for s in SIGNATURES if s.chunk_pattern is not None] == ["loss-nan-inf"]
-    assert len(scanner.ANCHORS) <= 8
+def test_the_python_engine_s_passes_stay_few():
+    # Each anchor or chunk pattern is one more pass of the pure-Python engine (the fallback; the
+    # Hyperscan engine makes one pass whatever the catalog): keep them few.
+    assert len(scanner.ANCHORS) + len(scanner.CHUNK_PATTERNS) <= 16
 
 
 _LOSS_KEYS = st.sampled_from(["loss", "Loss", "lm loss", "train_epoch_loss", "closs", "loss_scale"])
