@@ -51,6 +51,7 @@ from efficiency.models import (
     Job,
     JobHour,
     LogChunk,
+    LogStreamContext,
     Node,
     NodeClassification,
     NodeDay,
@@ -443,6 +444,17 @@ class FaultScanCursorFactory(factory.django.DjangoModelFactory):
 
     source = factory.SubFactory(DataSourceFactory)
     last_chunk_id = 0
+
+
+class LogStreamContextFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = LogStreamContext
+
+    source = factory.SubFactory(DataSourceFactory)
+    stream = factory.Sequence(lambda n: f"job-{n}/rank-0.log")
+    file_id = "f"
+    context = factory.LazyFunction(dict)
+    updated_at = factory.LazyFunction(timezone.now)
 
 
 # --- Quotas ------------------------------------------------------------------------------------

@@ -339,7 +339,7 @@ class LogStreamContext(models.Model):
     source = models.ForeignKey("efficiency.DataSource", on_delete=models.CASCADE, related_name="+")
     stream = models.CharField(max_length=500)
     file_id = models.CharField(max_length=100)
-    context = models.JSONField(default=dict)
+    context = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField()
 
     class Meta:

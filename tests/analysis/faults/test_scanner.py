@@ -261,9 +261,12 @@ def test_an_xid_not_in_the_catalog_keeps_its_own_code():
     assert (finding.signature_id, finding.code, finding.category) == ("xid-other", "109", "hardware_gpu")
 
 
-def test_the_specific_xid_wins_over_a_later_mention_of_another():
+def test_a_cleanup_xid_that_names_its_cause_is_reported_as_the_cause():
+    # Xid 45 records the cleanup after another Xid; the root is the one it names (149: NVLink).
     line = "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, caused by previous Xid 149"
-    assert scan_text(line)[0].signature_id == "xid-45"
+    (finding,) = scan_text(line)
+    assert (finding.category, finding.code) == ("nvlink", "149")
+    assert scan_text(line.replace("caused by previous Xid 149", "Ch 00000001"))[0].signature_id == "xid-45"
 
 
 @pytest.mark.parametrize(
