@@ -652,3 +652,11 @@ def test_the_posix_ere_of_each_signature_matches_the_same_lines_as_its_python_pa
         grep_lines = {int(row.split(":", 1)[0]) for row in result.stdout.splitlines()}
         python_lines = {n for n, line in enumerate(lines, 1) if signature.pattern.search(line)}
         assert grep_lines == python_lines, signature.id
+
+
+def test_the_readme_lists_every_signature_in_catalog_order():
+    # scripts/catalog_readme.py writes the table; this keeps it from going stale.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- families -->")[1].split("<!-- /families -->")[0]
+    listed = [row.split("`")[1] for row in table.splitlines() if row.startswith("| `")]
+    assert listed == [s.id for s in (*SIGNATURES, THROUGHPUT_DROP)]
