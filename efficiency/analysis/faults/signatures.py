@@ -218,18 +218,29 @@ XID_OTHER = Signature(
 )
 
 # Short literals shared by many signatures. Each literal without one of the scanner's preferred
-# anchors becomes an anchor of its own (one more pass over every block), so the new messages are
-# found through a few words they have in common: ``ailed`` (failed / Failed), ``atchdog``,
-# ``handle``, ``loss scale `` and ``NVRM``, besides the scanner's ``rror``, ``NCCL WARN`` and
-# ``Socket``: eight in all, the most the scanner's speed allows. None may fill healthy logs: an
-# anchor on every iteration line (``nan`` of Megatron's ``number of nan iterations``, ``loss
-# scale:``) or on every ``NCCL INFO`` line would make each of them a candidate, matched in Python.
+# anchors becomes an anchor of its own, and each anchor or ``chunk_pattern`` is one more pass of the
+# pure-Python engine over every block (at most 16 in all, a test checks it; the Hyperscan engine
+# makes one pass whatever the catalog). So messages are found through a few words they have in
+# common: ``ailed`` (failed / Failed), ``atchdog``, ``handle``, ``loss scale``, ``NVRM``, ``: nan``,
+# ``of memory`` and ``llegal``, besides the scanner's ``rror``, ``NCCL WARN`` and ``Socket``; rarer
+# messages of one category that share no word go in one signature with a ``chunk_pattern``
+# (``storage-unreachable``, ``nvlink-fabric-down``, ``collective-stall``, ``rdma-completion-failure``).
+# None should fill healthy logs: an anchor on every ``NCCL INFO`` line or on a word of every
+# iteration line (``nan`` of Megatron's ``number of nan iterations``) would make each of them a
+# candidate, matched in Python.
 _FAILED = "ailed"
 _WATCHDOG = "atchdog"  # Watchdog / watchdog
-# ``loss scale`` and a space: the fp16 scalers' messages, not Megatron's ``loss scale: 1.0 |`` on
-# every iteration line (DeepSpeed's ``OVERFLOW! ... Attempted loss scale: 1, reducing to 1`` is
-# left out with it).
-_LOSS_SCALE = "loss scale "
+# ``loss scale``: the fp16 scalers' messages (DeepSpeed's ``OVERFLOW! ... Attempted loss scale: 1,
+# reducing to 1``) and Megatron's iteration lines (``| loss scale: 1.0 |``, where a lost ``lm loss``
+# shows). It makes each Megatron iteration line a candidate of the Python engine: one line per
+# logging interval, cheap beside the pass a separate anchor would cost.
+_LOSS_SCALE = "loss scale"
+# ``: nan``: a metric printed as NaN (``grad norm: nan``, ``'grad_norm': nan``, ``grad_norm: nan``).
+_COLON_NAN = ": nan"
+# ``out of memory`` / ``Out of memory`` in the wordings without an error word (CuPy, old NCCL).
+_OF_MEMORY = "of memory"
+# ``an illegal memory access`` without an error word, and a process killed by SIGILL.
+_ILLEGAL = "llegal"
 # The verbs that set up or use a connection; ``ibv_open_device`` failing means no usable HCA, which
 # NCCL answers by falling back to sockets (``nccl-socket-fallback``).
 _IBV_VERBS = (
@@ -331,6 +342,41 @@ OTHER_SIGNATURES = (
         action=_NVLINK_ACTION,
         literals=("NVRM",),
         pattern=_re(r"NVRM: (?:GPU[0-9]+ )?knvlink[A-Za-z0-9_]*: .*?[Ff]ailed"),
+    ),
+    Signature(
+        id="nvlink-fabric-down",
+        category="nvlink",
+        severity="error",
+        code=None,
+        title="NVSwitch error or NVLink fabric not usable (SXid, fabric manager not running, links inactive)",
+        action=gettext_noop(
+            "Install and start the fabric manager of exactly the driver's version (NVL5+ systems "
+            "need ib_umad loaded), check the NVLinks (nvidia-smi nvlink -s, -e) and NVSwitches; "
+            "drain the node until the fabric is up"
+        ),
+        literals=("SXid", "abric", "nactive", "nActive", "Insufficient Resources"),
+        # The NVSwitch driver's ``nvidia-nvswitch1: SXid (PCI:0000:aa:00.0): 24007, ...`` (each
+        # SXid, fatal or not, with its ``Data {...}`` line), nv-fabricmanager's ``fabric manager
+        # NVIDIA GPU driver interface version X don't match with driver version Y`` and its start
+        # script's ``..., fabric manager cannot be started``;
+        # ``nvidia-smi nvlink -s`` ``Link 3: <inactive>``, NVML's ``Unable to retrieve NVLink
+        # information as all links are inActive``; ``nvidia-smi -q`` ``Fabric`` ``Status :
+        # Insufficient Resources`` (the GPU did not join an NVLink domain).
+        pattern=_re(
+            r"nvswitch[0-9]*: SXid \([^)]*\): (?P<code>[0-9]+)"
+            r"|[Ff]abric [Mm]anager NVIDIA GPU driver interface version \S+ don't match with driver version"
+            r"|[Ff]abric [Mm]anager cannot be started"
+            r"|Link [0-9]+: <inactive>|all links are in[Aa]ctive"
+            r"|(?<![A-Za-z])Status[ \t]*: Insufficient Resources"
+        ),
+        # One pass for all: none of their words is in the scanner's anchors.
+        chunk_pattern=re.compile(
+            rb"nvswitch[0-9]*: SXid \([^)]*\): [0-9]+"
+            rb"|abric [Mm]anager (?:NVIDIA GPU driver interface version \S+ don't match with driver version"
+            rb"|cannot be started)"
+            rb"|Link [0-9]+: <inactive>|all links are in[Aa]ctive"
+            rb"|Status[ \t]*: Insufficient Resources"
+        ),
     ),
     Signature(
         id="nvls-fabric-failure",
@@ -468,6 +514,29 @@ OTHER_SIGNATURES = (
         ),
     ),
     Signature(
+        id="rdma-completion-failure",
+        category="network_rdma",
+        severity="error",
+        code=None,
+        title="RDMA: work request completed with an error status (transport retry exceeded)",
+        action=gettext_noop(
+            "Check the HCA port, cable and switch port of both peers (ibstat, port error "
+            "counters); drain the node if the errors follow it"
+        ),
+        literals=("Transport retry count exceeded", "Got completion"),
+        # Without an error word: UCX's ``ib_mlx5_log.c:136  Transport retry count exceeded on
+        # mlx5_1:1/IB`` (IBV_WC_RETRY_EXC_ERR), the NCCL IB plugin's ``NET/IBP:Got completion from
+        # peer X with status=12 ...`` printed on its own.
+        pattern=_re(
+            r"Transport retry count exceeded on \S+"
+            r"|NET/IB[A-Za-z0-9]* ?: ?Got completion from peer \S+ with status=(?P<code>[0-9]+)"
+        ),
+        # One pass for both: none of their words is in the scanner's anchors.
+        chunk_pattern=re.compile(
+            rb"Transport retry count exceeded on \S+|Got completion from peer \S+ with status="
+        ),
+    ),
+    Signature(
         id="nccl-watchdog-timeout",
         category="nccl_timeout_hang",
         severity="error",
@@ -497,6 +566,35 @@ OTHER_SIGNATURES = (
         pattern=_re(
             r"Some NCCL operations have failed or timed out"
             r"|ProcessGroupNCCL's watchdog got stuck for|failure detected by watchdog"
+            r"|First PG on this rank that detected no heartbeat of its watchdog"
+        ),
+    ),
+    Signature(
+        id="collective-stall",
+        category="nccl_timeout_hang",
+        severity="error",
+        code=None,
+        title="Ranks stalled in a collective (heartbeat monitor, Horovod stall inspector, vLLM broadcast)",
+        action=gettext_noop(
+            "Find the rank that never joined the collective (no timeout of its own, or its own "
+            "error first) and its node; restart from the last checkpoint without that node"
+        ),
+        literals=("Heartbeat monitor", "subset of ranks", "shared memory broadcast block"),
+        # PyTorch's ProcessGroupNCCL heartbeat monitor (``Heartbeat monitor timed out! Process will
+        # be terminated after dumping debug info.``), Horovod's stall inspector (``One or more
+        # tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are
+        # waiting for remainder of ranks``), vLLM's ``No available shared memory broadcast block
+        # found in 60 seconds`` (a worker stuck).
+        pattern=_re(
+            r"Heartbeat monitor timed out"
+            r"|submitted to be reduced, gathered or broadcasted by subset of ranks"
+            r"|No available shared memory broadcast block found in"
+        ),
+        # One pass for the three: none of their words is in the scanner's anchors.
+        chunk_pattern=re.compile(
+            rb"Heartbeat monitor timed out"
+            rb"|submitted to be reduced, gathered or broadcasted by subset of ranks"
+            rb"|No available shared memory broadcast block found in"
         ),
     ),
     Signature(
@@ -509,16 +607,21 @@ OTHER_SIGNATURES = (
             "Lower the micro-batch size or sequence length, or enable activation checkpointing "
             "or more model parallelism; check the GPU for other processes"
         ),
-        literals=("rror", "NCCL WARN", _FAILED),
+        literals=("rror", "NCCL WARN", _FAILED, _OF_MEMORY),
         # PyTorch (``CUDA out of memory``, 0.x ``cuda runtime error (2) : out of memory``,
         # ``THCudaCheck FAIL ... error=2 : out of memory``), CuPy, TensorFlow (``ResourceExhaustedError
         # ... OOM when allocating``, ``CUDA_ERROR_OUT_OF_MEMORY``), JAX/XLA ``RESOURCE_EXHAUSTED: Out
-        # of memory``, cuBLAS failing to allocate its handle, vLLM without memory for the KV cache.
+        # of memory``, cuBLAS failing to allocate its handle, vLLM without memory for the KV cache;
+        # NCCL before 2.4 wrote ``WARN Cuda failure 'out of memory'`` without ``NCCL``; CuPy's own
+        # message (``Out of memory allocating N bytes (allocated so far: N bytes)``, ``out of memory
+        # to allocate N bytes (total N bytes)``) as Chainer's training loop prints it.
         pattern=_re(
             r"(?:OutOfMemoryError|RuntimeError): ?CUDA out of memory|CUDA error: out of memory"
-            r"|NCCL WARN Cuda failure (?:2 )?'out of memory'|cudaErrorMemoryAllocation"
+            r"|WARN Cuda failure (?:2 )?'out of memory'|cudaErrorMemoryAllocation"
             r"|error \(2\) : out of memory|error=2 : out of memory"
             r"|OutOfMemoryError: out of memory to allocate"
+            r"|[Oo]ut of memory (?:to allocate|allocating) [0-9,]+ bytes \((?:total|allocated so far:) "
+            r"|ResourceExhaustedError: [0-9]+ root error\(s\) found"
             r"|ResourceExhaustedError\S*(?: \(see above for traceback\))?: OOM when allocating"
             r"|(?:rror|ailed).*?CUDA_ERROR_OUT_OF_MEMORY"
             r"|rror: RESOURCE_EXHAUSTED: Out of memory"
@@ -536,13 +639,15 @@ OTHER_SIGNATURES = (
             "Debug the application (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer); if it follows "
             "one GPU across jobs, run DCGM diagnostics on it"
         ),
-        literals=("rror", "NCCL WARN", _FAILED),
+        literals=("rror", "NCCL WARN", _FAILED, _ILLEGAL),
         # The CUDA runtime's and driver's names and messages (``an illegal memory access was
         # encountered``, ``CUDA_ERROR_ILLEGAL_ADDRESS``, ``misaligned address``, error 700/716) on a
         # line that reports an error or failure: PyTorch 0.x ``cuda runtime error (77)``, JAX/XLA,
-        # TensorFlow, Triton, CUB/Thrust, Caffe, NCCL ``Cuda failure 700 '...'``.
+        # TensorFlow, Triton, CUB/Thrust, Caffe, NCCL ``Cuda failure 700 '...'``, nccl-tests
+        # ``Test CUDA failure common.cu:334 '...'``, PyTorch's ``CUDA warning: ...`` from a destructor.
         pattern=_re(
-            r"CUDA error: (?:an illegal memory access|an illegal instruction|misaligned address)"
+            r"CUDA (?:error|warning): (?:an illegal memory access|an illegal instruction|misaligned address)"
+            r"|CUDA failure \S+ 'an illegal memory access"
             r"|NCCL WARN Cuda failure (?:[0-9]+ )?'an illegal memory access|cudaErrorIllegalAddress"
             r"|(?:rror|ailed).*?(?:an illegal memory access was encountered"
             r"|an illegal instruction was encountered|misaligned address"
@@ -605,6 +710,22 @@ OTHER_SIGNATURES = (
             r"|WARN Call to ibv_open_device failed"
         ),
     ),
+    Signature(
+        id="nccl-socket-fallback-no-ib",
+        category="nccl_socket_fallback",
+        severity="warning",
+        code=None,
+        title="NCCL found no InfiniBand device and uses TCP sockets",
+        action=gettext_noop(
+            "Give the job's container the NCCL RDMA settings (NCCL_IB_HCA, no NCCL_IB_DISABLE=1) "
+            "or move it to RDMA nodes; check 'Using network' says IB"
+        ),
+        literals=("Socket",),
+        # ``NET/Socket : Using [0]eth0:...`` is printed in healthy IB runs too (NCCL 2.4); after
+        # ``NET/IB : No device found`` in the same log it is the transport NCCL fell back to.
+        pattern=_re(r"NCCL INFO NET/Socket ?: ?Using"),
+        after="NET/IB : No device found",
+    ),
     # --- storage and the launcher -------------------------------------------------------------
     Signature(
         id="storage-io-error",
@@ -619,13 +740,43 @@ OTHER_SIGNATURES = (
         literals=("rror", "handle", _FAILED),
         # EIO as programs print it, the kernel's block-layer and ext4 errors, a FUSE mount whose
         # daemon went away (``Transport endpoint is not connected``, errno 107, on a line that
-        # reports an error), stale NFS handles, Lustre evictions and failed requests.
+        # reports an error; without one see ``storage-unreachable``), stale NFS handles, Lustre
+        # evictions and failed requests.
         pattern=_re(
             r"[Ii]nput/output error|Stale file handle|(?:rror|ailed).*?Transport endpoint is not connected"
             r"|Transport endpoint is not connected \(os error 107\)"
             r"|I/O error, dev \S+, sector|Buffer I/O error on dev"
             r"|EXT4-fs error \(device"
             r"|LustreError.*?(?:evict|failed: rc = -[0-9])"
+        ),
+    ),
+    Signature(
+        id="storage-unreachable",
+        category="storage_io",
+        severity="error",
+        code=None,
+        title=(
+            "Storage server or mount unreachable (NFS not responding, Lustre connection lost, "
+            "FUSE mount gone)"
+        ),
+        action=gettext_noop(
+            "Check the file server and the network path to it from the node (dmesg, mount state, "
+            "the FUSE daemon); the job's I/O hangs or fails until it is back"
+        ),
+        literals=("Transport endpoint", "not responding", "was lost"),
+        # A FUSE mount whose daemon went away as ``ls``, ``df``, Python or the daemon print it
+        # (``...: Transport endpoint is not connected``, errno 107), the kernel's ``nfs: server X
+        # not responding, still trying`` (``..., timed out`` on soft mounts) and Lustre's
+        # ``Connection to X (at NID) was lost; in progress operations using this service will wait
+        # for recovery to complete``.
+        pattern=_re(
+            r"Transport endpoint is not connected|nfs: server \S+ not responding"
+            r"|Connection to \S+ \(at \S+\) was lost"
+        ),
+        # One pass for the three: none of their words is in the scanner's anchors.
+        chunk_pattern=re.compile(
+            rb"Transport endpoint is not connected|nfs: server \S+ not responding"
+            rb"|Connection to \S+ \(at \S+\) was lost"
         ),
     ),
     Signature(
@@ -673,6 +824,20 @@ OTHER_SIGNATURES = (
         ),
     ),
     Signature(
+        id="illegal-cpu-instruction",
+        category="software_error",
+        severity="error",
+        code=None,
+        title="Process killed by SIGILL: illegal CPU instruction",
+        action=gettext_noop(
+            "Install a build of the program for the node's CPU (AVX, AVX-512 support) or run it on "
+            "nodes whose CPUs have the instructions it was built for"
+        ),
+        literals=(_ILLEGAL,),
+        # The shell's report of a process killed by SIGILL.
+        pattern=_re(r"Illegal instruction \(core dumped\)"),
+    ),
+    Signature(
         id="connection-reset",
         category="software_error",
         severity="error",
@@ -696,18 +861,23 @@ OTHER_SIGNATURES = (
             "Stop the run and restart from the last good checkpoint with a lower learning rate "
             "or without the offending batch; if it repeats on one node, suspect its GPUs"
         ),
-        literals=("loss", "Loss"),
+        literals=("loss", "Loss", "ppl", "PPL", "Cost", "xent"),
         # Megatron ``lm loss: nan |``, Trainer ``{'loss': nan, ...}``, ``loss=tensor(nan, ...)``,
         # ``Loss = inf``, ``train_epoch_loss=nan``, ``Loss is nan, stopping training``; never a
-        # finite value, never ``grad norm: nan`` or ``number of nan iterations``.
+        # finite value, never ``grad norm: nan`` or ``number of nan iterations``. A loss term
+        # (mmdetection ``loss_cls: nan``, ``loss_net: nan``, never ``loss_scale``), ``[Loss] nan``,
+        # and what the translation toolkits print instead of the loss: OpenNMT ``ppl:   nan; xent:
+        # nan``, ``PPL nan``, Marian ``Cost nan``.
         pattern=_re(
-            r"(?<![A-Za-z])[Ll]oss['\"]?(?:[ \t]*[:=][ \t]*|[ \t]+is[ \t]+|[ \t]+)(?:tensor\()?"
+            r"(?<![A-Za-z])(?:[Ll]oss(?:_[a-rt-z][A-Za-z]*)?|ppl|PPL|Cost|xent)(?:['\"]|\])?"
+            r"(?:[ \t]*[:=][ \t]*|[ \t]+is[ \t]+|[ \t]+)(?:tensor\()?"
             r"(?P<value>[-+]?(?:nan|NaN|inf|Infinity))(?![A-Za-z0-9_])"
         ),
         # Any run of separators: a looser test, and possessive so the many finite losses of a
         # healthy log fail fast.
         chunk_pattern=re.compile(
-            rb"oss['\"]?[ \t:=](?>[ \t:=]|is[ \t])*+(?:tensor\()?[-+]?(?:nan|NaN|inf|Infinity)"
+            rb"(?:oss(?:_[a-rt-z][A-Za-z]*)?|ppl|PPL|Cost|xent)['\"\]]?[ \t:=](?>[ \t:=]|is[ \t])*+"
+            rb"(?:tensor\()?[-+]?(?:nan|NaN|inf|Infinity)"
             rb"(?![A-Za-z0-9_])"
         ),
     ),
@@ -719,14 +889,16 @@ OTHER_SIGNATURES = (
         title="fp16 loss scale at its floor: gradients overflow at every step",
         action=_LOSS_ACTION,
         literals=(_LOSS_SCALE,),
-        # DeepSpeed's fused optimizer ``Reducing dynamic loss scale from 1 to 1``, apex ``reducing
-        # loss scale to 5e-324``, fairseq ``overflow detected, setting loss scale to: 0.0001``. An
-        # overflow now and then at a large scale is how dynamic scaling works (healthy runs
+        # DeepSpeed's fused optimizer ``Reducing dynamic loss scale from 1 to 1`` and its ZeRO
+        # optimizers' ``OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1``,
+        # apex ``reducing loss scale to 5e-324``, fairseq ``overflow detected, setting loss scale
+        # to: 0.0001``. An overflow now and then at a large scale is how dynamic scaling works (healthy runs
         # overflow at scales of hundreds to billions); one that pushes the scale to 2 or below
         # means gradients near fp16's limit (65504) or Inf/NaN. The number is read by the pattern
         # (2, 0 to 1.x, or a negative power of ten), so no ``accept`` is needed.
         pattern=_re(
-            r"(?:reducing loss scale to|setting loss scale to:|Reducing dynamic loss scale from \S+ to) ?"
+            r"(?:reducing loss scale to|setting loss scale to:|Reducing dynamic loss scale from \S+ to"
+            r"|OVERFLOW! .*?Attempted loss scale: \S+ reducing to) ?"
             r"(?P<scale>2(?:\.0+)?(?![0-9eE.])|[01](?:\.[0-9]+)?(?![0-9eE.])|[0-9]+(?:\.[0-9]+)?[eE]-[0-9]+)"
         ),
     ),
@@ -743,6 +915,21 @@ OTHER_SIGNATURES = (
         pattern=_re(r"[Cc]urrent loss scale already at minimum|Minimum loss scale reached"),
     ),
     Signature(
+        id="lm-loss-missing",
+        category="loss_nan_inf",
+        severity="error",
+        code=None,
+        title="Megatron stopped reporting the loss (NaN): iteration line without lm loss",
+        action=_LOSS_ACTION,
+        literals=(_LOSS_SCALE,),
+        # Megatron prints each loss only when its average is > 0, which a NaN is not: an iteration
+        # line that goes from ``global batch size: N |`` straight to ``loss scale:`` while no
+        # iteration was skipped (an fp16 overflow skips the step and drops the loss too) is a NaN
+        # loss, once earlier lines of the log had one.
+        pattern=_re(r"global batch size: *[0-9]+ \| loss scale: .*?number of skipped iterations: *0 \|"),
+        after="lm loss:",
+    ),
+    Signature(
         id="grad-norm-nan-check",
         category="loss_nan_inf",
         severity="error",
@@ -756,7 +943,54 @@ OTHER_SIGNATURES = (
     ),
 )
 
-SIGNATURES: tuple[Signature, ...] = (*XID_CAUSED_BY, *XID_SIGNATURES, XID_OTHER, *OTHER_SIGNATURES)
+
+def _grad_norm_nan(id_: str, title: str, key: str, pattern: str) -> Signature:
+    """A NaN gradient norm, counted only after a line of the same log that printed ``key``: the
+    first logging interval of fp16 training may overflow harmlessly while the scale settles."""
+    return Signature(
+        id=id_,
+        category="loss_nan_inf",
+        severity="error",
+        code=None,
+        title=title,
+        action=_LOSS_ACTION,
+        literals=(_COLON_NAN,),
+        pattern=_re(pattern),
+        after=key,
+    )
+
+
+GRAD_NORM_SIGNATURES = (
+    # Megatron ``| grad norm: nan |``.
+    _grad_norm_nan(
+        "grad-norm-nan-megatron",
+        "Gradient norm is NaN (Megatron)",
+        "grad norm:",
+        r"(?<![A-Za-z_])grad norm: nan(?![A-Za-z0-9_])",
+    ),
+    # Hugging Face Trainer ``{'loss': 0.0, 'grad_norm': nan, ...}``.
+    _grad_norm_nan(
+        "grad-norm-nan-trainer",
+        "Gradient norm is NaN (Hugging Face Trainer)",
+        "'grad_norm':",
+        r"'grad_norm': nan(?![A-Za-z0-9_])",
+    ),
+    # mmengine / mmcv ``loss: 2.5128  grad_norm: nan``.
+    _grad_norm_nan(
+        "grad-norm-nan-mmengine",
+        "Gradient norm is NaN (mmengine)",
+        "grad_norm:",
+        r"(?<![A-Za-z_'])grad_norm: nan(?![A-Za-z0-9_])",
+    ),
+)
+
+SIGNATURES: tuple[Signature, ...] = (
+    *XID_CAUSED_BY,
+    *XID_SIGNATURES,
+    XID_OTHER,
+    *OTHER_SIGNATURES,
+    *GRAD_NORM_SIGNATURES,
+)
 
 # Not a line's: reported where a log's own throughput drops (``context.ThroughputTracker``).
 THROUGHPUT_DROP = Signature(
