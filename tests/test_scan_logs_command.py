@@ -48,7 +48,9 @@ def test_a_directory_is_walked_in_order_and_each_finding_is_one_json_line():
         ("666852/rank-7.log", 12, "loss_nan_inf", None),
         ("667918/rank-0.log", 11, "network_rdma", "ncclRemoteError"),
         ("667918/rank-6.log", 15, "hardware_gpu", None),
-        # "NET/Socket : Using" alone is no fallback (NCCL prints it in healthy IB runs too).
+        # "NET/Socket : Using" is a fallback only after "NET/IB : No device found" (NCCL prints
+        # it in healthy IB runs too): 668239's rank found no IB device first; 669541 did not say.
+        ("668239/rank-2.log", 4, "nccl_socket_fallback", None),
         ("668239/rank-2.log", 6, "nccl_socket_fallback", None),
         ("668239/rank-2.log", 18, "cuda_oom", None),
         ("669541/rank-0.log", 8, "nccl_socket_fallback", None),
@@ -111,7 +113,7 @@ def _manage(*args: str) -> subprocess.CompletedProcess:
 def test_manage_py_prints_findings_and_exits_0():
     result = _manage(str(CLUSTER), "--format", "json", "--year", "2024")
     assert result.returncode == 0, result.stderr
-    assert len(_json_lines(result.stdout)) == 10
+    assert len(_json_lines(result.stdout)) == 11
 
 
 def test_manage_py_survives_garbage_and_exits_1_only_for_unreadable_paths(tmp_path):
@@ -147,11 +149,11 @@ def test_root_prints_one_line_per_file_its_most_fundamental_finding():
     roots = {Path(row["file"]).relative_to(CLUSTER).as_posix(): row for row in _json_lines(out)}
     # The OOM job also fell back to sockets: the OOM is its root, the fallback another finding.
     oom = roots["668239/rank-2.log"]
-    assert (oom["root"], oom["signature"], oom["line"], oom["findings"]) == ("cuda_oom", "cuda-oom", 18, 2)
+    assert (oom["root"], oom["signature"], oom["line"], oom["findings"]) == ("cuda_oom", "cuda-oom", 18, 3)
     assert oom["other_categories"] == ["nccl_socket_fallback"]
     assert roots["kern/gpu-039.log"]["root"] == "hardware_gpu"
     assert len(roots) == 7  # one per file with findings; the quiet kernel log has none
     text, _ = _run(str(CLUSTER / "668239"), "--year", "2024", "--root")
     assert (
-        "rank-2.log:18: root cause cuda_oom [cuda-oom]; 1 more finding(s) in nccl_socket_fallback: " in text
+        "rank-2.log:18: root cause cuda_oom [cuda-oom]; 2 more finding(s) in nccl_socket_fallback: " in text
     )

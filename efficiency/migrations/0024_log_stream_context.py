@@ -5,25 +5,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('efficiency', '0023_node_listed_by'),
+        ("efficiency", "0023_node_listed_by"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LogStreamContext',
+            name="LogStreamContext",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('stream', models.CharField(max_length=500)),
-                ('file_id', models.CharField(max_length=100)),
-                ('context', models.JSONField(blank=True, default=dict)),
-                ('updated_at', models.DateTimeField()),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='efficiency.datasource')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("stream", models.CharField(max_length=500)),
+                ("file_id", models.CharField(max_length=100)),
+                ("context", models.JSONField(blank=True, default=dict)),
+                ("updated_at", models.DateTimeField()),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="efficiency.datasource",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['updated_at'], name='efficiency__updated_da75b6_idx')],
-                'constraints': [models.UniqueConstraint(fields=('source', 'stream', 'file_id'), name='logstreamcontext_unique_file')],
+                "indexes": [models.Index(fields=["updated_at"], name="efficiency__updated_da75b6_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source", "stream", "file_id"), name="logstreamcontext_unique_file"
+                    )
+                ],
             },
         ),
     ]

@@ -332,6 +332,25 @@ OTHER_SIGNATURES = (
         # The ``Remapped Rows`` section's ``Uncorrectable Error : 4``; a zero count is healthy.
         pattern=_re(r"(?<![A-Za-z])Uncorrectable Error[ \t]*: [1-9]"),
     ),
+    Signature(
+        id="nvidia-smi-ecc-uncorrectable",
+        category="hardware_memory_ecc",
+        severity="critical",
+        code=None,
+        title="nvidia-smi -q: uncorrectable ECC errors counted, or a row remap pending",
+        action=gettext_noop(
+            "Drain the node and reset the GPU so the pending remap takes effect; replace it if "
+            "remapping fails or the count keeps rising"
+        ),
+        literals=("Uncorrectable", "Pending"),
+        # The ``ECC Errors`` section's ``SRAM Uncorrectable : 1`` (also ``DRAM``, ``Parity``,
+        # ``SEC-DED``) and the ``Remapped Rows`` / ``Retired Pages`` sections' ``Pending : Yes``;
+        # zero, ``N/A`` and ``No`` are healthy, and ``Pending : Enabled`` is a mode, not a remap.
+        pattern=_re(
+            r"[SD]RAM Uncorrectable(?: Parity| SEC-DED)?[ \t]*: [1-9]"
+            r"|(?<![A-Za-z])Pending(?: Page Blacklist| Page Retirement)?[ \t]*: Yes"
+        ),
+    ),
     # --- NVLink and the fabric without an Xid --------------------------------------------------
     Signature(
         id="nvlink-driver-error",
