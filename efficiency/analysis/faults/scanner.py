@@ -54,6 +54,7 @@ LINE_EDGE_BYTES = 64 * 1024
 MAX_TEXT_CHARS = 1000
 # Prefilter passes run over blocks of this size, so each pass re-reads cached bytes.
 BLOCK_BYTES = 512 * 1024
+HS_BLOCK_BYTES = 4 * MiB
 # Shared anchors: every literal containing one of these is found through it. A literal that
 # contains none becomes an anchor itself (see ``_anchors``), so this list only tunes speed.
 PREFERRED_ANCHORS = (b"Xid", b"rror", b"NCCL WARN", b"Socket")
@@ -110,7 +111,31 @@ def _anchors(signatures: tuple[Signature, ...]) -> tuple[bytes, ...]:
 
 ANCHORS = _anchors(SIGNATURES)
 CHUNK_PATTERNS = tuple(s.chunk_pattern for s in SIGNATURES if s.chunk_pattern is not None)
-_LITERALS = tuple((signature, signature.literals) for signature in SIGNATURES)
+# Each signature with the anchors its literals contain (None: a chunk-pattern signature, whose
+# literals need not contain one): a line is tried against a signature only when one of those
+# anchors is in it, which (each literal containing an anchor) is exactly when a literal may be.
+_ANCHOR_TEXTS = {anchor: anchor.decode() for anchor in ANCHORS}
+_LITERALS = tuple(
+    (
+        signature,
+        signature.literals,
+        None
+        if signature.chunk_pattern is not None
+        else frozenset(
+            text
+            for anchor, text in _ANCHOR_TEXTS.items()
+            if any(anchor in lit.encode() for lit in signature.literals)
+        ),
+    )
+    for signature in SIGNATURES
+)
+_ALWAYS_TRIED = frozenset(position for position, (_, _, anchors) in enumerate(_LITERALS) if anchors is None)
+_TRIED_BY_ANCHOR = {
+    text: frozenset(
+        position for position, (_, _, anchors) in enumerate(_LITERALS) if anchors and text in anchors
+    )
+    for text in _ANCHOR_TEXTS.values()
+}
 _ANCHOR_PATTERNS = {anchor: re.compile(re.escape(anchor)) for anchor in ANCHORS}
 # A byte seen at most this often (per byte of sample) is searched with memchr, and each hit
 # checked for the whole anchor; a commoner one would cost more in hits than the search saves.
@@ -212,10 +237,15 @@ def _classify(
 
     ``seen``: the ``Signature.after`` literals of earlier lines of the log.
     """
-    for signature, literals in _LITERALS:
+    present = [frozenset(text for text in _ANCHOR_TEXTS.values() if text in part) for part in parts]
+    tried = sorted(_ALWAYS_TRIED.union(*(_TRIED_BY_ANCHOR[text] for found in present for text in found)))
+    for position in tried:
+        signature, literals, anchors = _LITERALS[position]
         if signature.after is not None and signature.after not in seen:
             continue
         for index, part in enumerate(parts):
+            if anchors is not None and anchors.isdisjoint(present[index]):
+                continue
             if not any(literal in part for literal in literals):
                 continue
             match = signature.pattern.search(part)
@@ -546,13 +576,13 @@ def _compile(expressions: list[bytes], flags: list[int]):
 
 
 class _HyperscanDatabase:
-    """The compiled Hyperscan database of the catalog: every signature (in prefilter mode: a
-    superset of its lines, which are then matched exactly in Python), and the first occurrence of
-    each metric's words and each ``after`` literal in a block."""
+    """The compiled Hyperscan database of the catalog: every signature (exact, or in prefilter mode
+    where it has lookarounds; the lines it finds are then matched exactly in Python), and the first
+    occurrence of each metric's words and each ``after`` literal in a block."""
 
     def __init__(self) -> None:
         expressions = [signature.pattern.pattern.encode() for signature in SIGNATURES]
-        flags = [hyperscan.HS_FLAG_PREFILTER] * len(expressions)
+        flags = [_hs_flag(expression) for expression in expressions]
         self.metrics_from = len(expressions)
         self.after_from = self.metrics_from + len(METRICS)
         for literal in (*(metric.literal for metric in METRICS), *_AFTER_BYTES):
@@ -561,11 +591,19 @@ class _HyperscanDatabase:
         self.database = _compile(expressions, flags)
         # Slow-value prefilters of frozen baselines, by (metric index, pattern): few distinct ones.
         self.slow: dict[tuple[tuple[int, ...], tuple[bytes, ...]], object] = {}
+        self.slow_by_baseline: dict[tuple[tuple[int, float], ...], object] = {}
 
-    def slow_database(self, indices: tuple[int, ...], baseline: float):
-        """The prefilter of the slow values of one series (its metrics' ids are their indices)."""
-        patterns = tuple(slow_value_pattern(METRICS[index], baseline) for index in indices)
+    def slow_database(self, series: tuple[tuple[int, float], ...]):
+        """The prefilter of the slow values of some metrics, each against its baseline (the
+        metrics' ids are their indices)."""
+        database = self.slow_by_baseline.get(series)
+        if database is not None:
+            return database
+        patterns = tuple(slow_value_pattern(METRICS[index], baseline) for index, baseline in series)
+        indices = tuple(index for index, _ in series)
         database = self.slow.get((indices, patterns))
+        if len(self.slow_by_baseline) > 4096:
+            self.slow_by_baseline.clear()
         if database is None:
             if len(self.slow) > 4096:
                 self.slow.clear()
@@ -574,7 +612,18 @@ class _HyperscanDatabase:
                 expressions=list(patterns), ids=list(indices), elements=len(indices), flags=[0] * len(indices)
             )
             self.slow[(indices, patterns)] = database
+        self.slow_by_baseline[series] = database
         return database
+
+
+def _hs_flag(expression: bytes) -> int:
+    """Exact where Hyperscan supports the pattern (a faster database), prefilter mode otherwise
+    (lookarounds: a superset of the pattern's matches). Either way each hit is checked in Python."""
+    try:
+        _compile([expression], [0])
+    except hyperscan.error:
+        return hyperscan.HS_FLAG_PREFILTER
+    return 0
 
 
 _HS_DATABASE: _HyperscanDatabase | None = None
@@ -610,10 +659,13 @@ class _Scan:
         that end after a newline (or at ``end``), so no line is split between two blocks.
         """
         plan, replan_at = None, begin
+        # The Python engine's passes re-read cache-sized blocks; Hyperscan makes one pass and is
+        # best called on large ones.
+        block_bytes = HS_BLOCK_BYTES if self.engine == "hyperscan" else BLOCK_BYTES
         while begin < end:
             if self.engine == "python" and begin >= replan_at:  # logs change character: re-sample
                 plan, replan_at = _plan(data, begin, end), begin + DEFAULT_CHUNK_BYTES
-            block_end = _block_end(data, begin, end)
+            block_end = _block_end(data, begin, end, block_bytes)
             line_no = self._block(data, begin, block_end, line_no, base_offset, findings, plan)
             begin = block_end
         return line_no
@@ -636,12 +688,13 @@ class _Scan:
             if at != -1:
                 first_after[literal] = at
         slow: dict[int, tuple[str, float, float]] = {}
+        prescanned = self._slow_prescan(block) if self.engine == "hyperscan" else {}
         for key, indices in SERIES.items():
             if first_metric is None:
                 start = begin
             else:
                 start = min((first_metric[i] for i in indices if i in first_metric), default=-1)
-            self._throughput(block, key, indices, start, slow)
+            self._throughput(block, key, indices, start, slow, prescanned.get(key))
         counted_to = begin
         for line_start in sorted(starts.union(slow) if slow else starts):
             line_no += _newlines(data, counted_to, line_start)
@@ -694,8 +747,38 @@ class _Scan:
             starts.add(data.rfind(b"\n", begin, begin + stop - 1) + 1 or begin)
         return starts, first_metric, after_hits
 
+    def _slow_prescan(self, block: "_Block") -> dict[str, tuple[float, list[tuple[int, int]]]]:
+        """One pass for the slow values of every series whose baseline is frozen as the block
+        starts: {series: (baseline, [(end of match, metric index)])}."""
+        frozen = {
+            key: (indices, tracker.frozen)
+            for key, indices in SERIES.items()
+            if (tracker := self.context.trackers.get(key)) is not None and tracker.frozen is not None
+        }
+        if not frozen:
+            return {}
+        hits: dict[str, list[tuple[int, int]]] = {key: [] for key in frozen}
+        key_of = {index: key for key, (indices, _) in frozen.items() for index in indices}
+        begin = block.begin
+
+        def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
+            hits[key_of[pattern]].append((begin + stop, pattern))
+
+        database = _hs_database().slow_database(
+            tuple((index, baseline) for indices, baseline in frozen.values() for index in indices)
+        )
+        with memoryview(block.data) as view:
+            database.scan(view[begin : block.end], match_event_handler=on_match)
+        return {key: (baseline, hits[key]) for key, (_, baseline) in frozen.items()}
+
     def _throughput(
-        self, block: "_Block", key: str, indices: tuple[int, ...], start: int, slow: dict
+        self,
+        block: "_Block",
+        key: str,
+        indices: tuple[int, ...],
+        start: int,
+        slow: dict,
+        prescanned: tuple[float, list[tuple[int, int]]] | None = None,
     ) -> None:
         """Feed the series' values in the block to its tracker, in order; note the lines that
         complete a drop (their start: series, value, baseline).
@@ -712,7 +795,11 @@ class _Scan:
         while at < block.end:
             tracker = self.context.tracker(METRICS[indices[0]])
             if self.engine == "hyperscan" and tracker.frozen is not None:
-                at = self._slow_values(block, key, indices, tracker, at, slow)
+                # The block's one pass found these slow values, unless a drop since then made a
+                # new baseline: then this series is looked at again from here.
+                hits = prescanned[1] if prescanned and prescanned[0] == tracker.frozen else None
+                at = self._slow_values(block, key, indices, tracker, at, slow, hits)
+                prescanned = None
                 continue
             at = self._every_value(block, key, indices, tracker, at, slow)
 
@@ -730,18 +817,22 @@ class _Scan:
                 return where + 1
         return block.end
 
-    def _slow_values(self, block: "_Block", key: str, indices, tracker, at: int, slow: dict) -> int:
-        """Past a frozen baseline: the slow values from ``at``; where reading every value resumes
-        (after a reported drop), or the block's end."""
+    def _slow_values(
+        self, block: "_Block", key: str, indices, tracker, at: int, slow: dict, hits: list | None = None
+    ) -> int:
+        """Past a frozen baseline: the slow values from ``at`` (``hits``: where the block's pass
+        found them); where reading every value resumes (after a reported drop), or the block's end."""
         data, begin, end = block.data, block.begin, block.end
         baseline = tracker.frozen
-        hits: list[tuple[int, int]] = []
+        if hits is None:
+            hits = []
 
-        def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
-            hits.append((at + stop, pattern))
+            def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
+                hits.append((at + stop, pattern))
 
-        with memoryview(data) as view:
-            _hs_database().slow_database(indices, baseline).scan(view[at:end], match_event_handler=on_match)
+            database = _hs_database().slow_database(tuple((index, baseline) for index in indices))
+            with memoryview(data) as view:
+                database.scan(view[at:end], match_event_handler=on_match)
         occurrences = set()
         for stop, index in hits:
             literal = METRICS[index].literal
@@ -860,9 +951,9 @@ def _slowdown_finding(
     )
 
 
-def _block_end(data: bytes | bytearray, begin: int, end: int) -> int:
-    """End of the block starting at ``begin``: about ``BLOCK_BYTES`` on, just after a newline."""
-    limit = begin + BLOCK_BYTES
+def _block_end(data: bytes | bytearray, begin: int, end: int, size: int | None = None) -> int:
+    """End of the block starting at ``begin``: about ``size`` (``BLOCK_BYTES``) on, after a newline."""
+    limit = begin + (size or BLOCK_BYTES)
     if limit >= end:
         return end
     newline = data.rfind(b"\n", begin, limit)

@@ -496,6 +496,7 @@ def test_the_prefiltered_scanner_equals_matching_every_line(engine, data, probe_
     with (
         mock.patch.object(scanner, "LINE_EDGE_BYTES", 96),
         mock.patch.object(scanner, "BLOCK_BYTES", 512),
+        mock.patch.object(scanner, "HS_BLOCK_BYTES", 700),
         mock.patch.object(scanner, "SAMPLE_BYTES", 256),
         mock.patch.object(scanner, "PROBE_MAX_RATE", probe_rate),
     ):
@@ -511,6 +512,7 @@ def test_scanning_a_file_in_chunks_equals_scanning_it_whole(tmp_path_factory, en
     with (
         mock.patch.object(scanner, "LINE_EDGE_BYTES", 96),
         mock.patch.object(scanner, "BLOCK_BYTES", 512),
+        mock.patch.object(scanner, "HS_BLOCK_BYTES", 700),
     ):
         whole = scan_bytes(data, year=2024, engine=engine)
         streamed = list(scan_file(path, year=2024, chunk_bytes=chunk_bytes, engine=engine))
@@ -528,7 +530,11 @@ def test_a_log_scanned_piece_by_piece_with_a_stored_context_gives_what_it_gives_
     lines = data.split(b"\n")
     bounds = sorted({min(cut, len(lines)) for cut in cuts} | {0, len(lines)})
     stored, findings, offset, line_no = None, [], 0, 1
-    with mock.patch.object(scanner, "LINE_EDGE_BYTES", 96), mock.patch.object(scanner, "BLOCK_BYTES", 512):
+    with (
+        mock.patch.object(scanner, "LINE_EDGE_BYTES", 96),
+        mock.patch.object(scanner, "BLOCK_BYTES", 512),
+        mock.patch.object(scanner, "HS_BLOCK_BYTES", 700),
+    ):
         for first, last in itertools.pairwise(bounds):
             piece = b"\n".join(lines[first:last]) + (b"\n" if last < len(lines) else b"")
             context = StreamContext.from_json(json.loads(json.dumps(stored)) if stored else None)
