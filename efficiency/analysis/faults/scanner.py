@@ -30,6 +30,7 @@ the match when that lies further in), without the trailing ``\\r``, NUL shown as
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -576,44 +577,41 @@ def _compile(expressions: list[bytes], flags: list[int]):
 
 
 class _HyperscanDatabase:
-    """The compiled Hyperscan database of the catalog: every signature (exact, or in prefilter mode
-    where it has lookarounds; the lines it finds are then matched exactly in Python), and the first
-    occurrence of each metric's words and each ``after`` literal in a block."""
+    """The compiled Hyperscan databases: the catalog's (every signature, exact or in prefilter
+    mode where it has lookarounds; the lines it finds are then matched exactly in Python), and one
+    per state of a log's context (``context_database``)."""
 
     def __init__(self) -> None:
         expressions = [signature.pattern.pattern.encode() for signature in SIGNATURES]
-        flags = [_hs_flag(expression) for expression in expressions]
-        self.metrics_from = len(expressions)
-        self.after_from = self.metrics_from + len(METRICS)
-        for literal in (*(metric.literal for metric in METRICS), *_AFTER_BYTES):
-            expressions.append(re.escape(literal))
-            flags.append(hyperscan.HS_FLAG_SINGLEMATCH)
-        self.database = _compile(expressions, flags)
-        # Slow-value prefilters of frozen baselines, by (metric index, pattern): few distinct ones.
-        self.slow: dict[tuple[tuple[int, ...], tuple[bytes, ...]], object] = {}
-        self.slow_by_baseline: dict[tuple[tuple[int, float], ...], object] = {}
+        self.database = _compile(expressions, [_hs_flag(expression) for expression in expressions])
+        self.contexts: dict[tuple, object] = {}
 
-    def slow_database(self, series: tuple[tuple[int, float], ...]):
-        """The prefilter of the slow values of some metrics, each against its baseline (the
-        metrics' ids are their indices)."""
-        database = self.slow_by_baseline.get(series)
-        if database is not None:
-            return database
-        patterns = tuple(slow_value_pattern(METRICS[index], baseline) for index, baseline in series)
-        indices = tuple(index for index, _ in series)
-        database = self.slow.get((indices, patterns))
-        if len(self.slow_by_baseline) > 4096:
-            self.slow_by_baseline.clear()
+    def context_database(
+        self, frozen: tuple[tuple[int, float], ...], forming: tuple[int, ...], unseen: tuple[int, ...]
+    ):
+        """What a log's context needs from a block, in one pass: the slow values of the metrics
+        whose baseline is ``frozen`` (id: the metric's index), the first occurrence of the words
+        of the metrics still ``forming`` theirs (id: ``FORMING + index``), and of the ``after``
+        literals not yet seen (id: ``UNSEEN + index``). Few distinct states: each is compiled once."""
+        key = (frozen, forming, unseen)
+        database = self.contexts.get(key)
         if database is None:
-            if len(self.slow) > 4096:
-                self.slow.clear()
+            if len(self.contexts) > 4096:
+                self.contexts.clear()
+            expressions = [slow_value_pattern(METRICS[index], baseline) for index, baseline in frozen]
+            ids = [index for index, _ in frozen]
+            expressions += [re.escape(METRICS[index].literal) for index in forming]
+            ids += [FORMING + index for index in forming]
+            expressions += [re.escape(_AFTER_BYTES[index]) for index in unseen]
+            ids += [UNSEEN + index for index in unseen]
+            flags = [0] * len(frozen) + [hyperscan.HS_FLAG_SINGLEMATCH] * (len(forming) + len(unseen))
             database = hyperscan.Database()
-            database.compile(
-                expressions=list(patterns), ids=list(indices), elements=len(indices), flags=[0] * len(indices)
-            )
-            self.slow[(indices, patterns)] = database
-        self.slow_by_baseline[series] = database
+            database.compile(expressions=expressions, ids=ids, elements=len(ids), flags=flags)
+            self.contexts[key] = database
         return database
+
+
+FORMING, UNSEEN = 1000, 2000
 
 
 def _hs_flag(expression: bytes) -> int:
@@ -673,9 +671,15 @@ class _Scan:
     def _block(self, data, begin, end, line_no, base_offset, findings, plan) -> int:
         block = _Block(data, begin, end)
         if self.engine == "hyperscan":
-            starts, first_metric, after_hits = self._hyperscan(block)
+            starts = self._hyperscan(block)
+            prescanned, first_metric, after_hits = self._context_scan(block)
         else:
-            starts, first_metric, after_hits = _candidate_starts(data, begin, end, plan), None, None
+            starts, prescanned, first_metric, after_hits = (
+                _candidate_starts(data, begin, end, plan),
+                {},
+                None,
+                None,
+            )
         # ``after`` literals: where each first occurs in this block, in a line of normal size.
         seen = self.context.seen
         first_after: dict[str, int] = {}
@@ -688,9 +692,8 @@ class _Scan:
             if at != -1:
                 first_after[literal] = at
         slow: dict[int, tuple[str, float, float]] = {}
-        prescanned = self._slow_prescan(block) if self.engine == "hyperscan" else {}
         for key, indices in SERIES.items():
-            if first_metric is None:
+            if first_metric is None or key in prescanned:
                 start = begin
             else:
                 start = min((first_metric[i] for i in indices if i in first_metric), default=-1)
@@ -718,58 +721,59 @@ class _Scan:
         seen.update(first_after)
         return line_no + _newlines(data, counted_to, end)
 
-    def _hyperscan(self, block: "_Block"):
-        compiled = _hs_database()
-        metrics_from, after_from = compiled.metrics_from, compiled.after_from
-        begin = block.begin
+    def _hyperscan(self, block: "_Block") -> set[int]:
+        """The starts of the lines the catalog's database finds in the block."""
+        begin, data = block.begin, block.data
         ends: list[int] = []
-        first_metric: dict[int, int] = {}
-        after_hits: dict[str, int] = {}
 
         def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
-            if pattern < metrics_from:
-                ends.append(stop)
-            elif pattern < after_from:
-                index = pattern - metrics_from
-                first_metric[index] = begin + stop - len(METRICS[index].literal)
-            else:
-                after_hits[AFTER_LITERALS[pattern - after_from]] = (
-                    begin + stop - len(_AFTER_BYTES[pattern - after_from])
-                )
+            ends.append(stop)
 
-        with memoryview(block.data) as view:
-            compiled.database.scan(view[begin : block.end], match_event_handler=on_match)
-        data = block.data
+        with memoryview(data) as view:
+            _hs_database().database.scan(view[begin : block.end], match_event_handler=on_match)
         starts = set()
         for stop in ends:
             # A prefilter match ends in (or just after) the line it found; a line's own match never
             # crosses a newline, so the line holding its last byte is the candidate.
             starts.add(data.rfind(b"\n", begin, begin + stop - 1) + 1 or begin)
-        return starts, first_metric, after_hits
+        return starts
 
-    def _slow_prescan(self, block: "_Block") -> dict[str, tuple[float, list[tuple[int, int]]]]:
-        """One pass for the slow values of every series whose baseline is frozen as the block
-        starts: {series: (baseline, [(end of match, metric index)])}."""
+    def _context_scan(self, block: "_Block"):
+        """One pass for the context: the slow values of every series whose baseline is frozen as
+        the block starts ({series: (baseline, [(end of match, metric index)])}), the first
+        occurrence of the other metrics' words ({index: offset}) and of the ``after`` literals
+        not seen yet ({literal: offset})."""
+        trackers = self.context.trackers
         frozen = {
             key: (indices, tracker.frozen)
             for key, indices in SERIES.items()
-            if (tracker := self.context.trackers.get(key)) is not None and tracker.frozen is not None
+            if (tracker := trackers.get(key)) is not None and tracker.frozen is not None
         }
-        if not frozen:
-            return {}
+        forming = tuple(index for key, indices in SERIES.items() if key not in frozen for index in indices)
+        unseen = tuple(i for i, literal in enumerate(AFTER_LITERALS) if literal not in self.context.seen)
+        series = tuple((index, baseline) for indices, baseline in frozen.values() for index in indices)
         hits: dict[str, list[tuple[int, int]]] = {key: [] for key in frozen}
         key_of = {index: key for key, (indices, _) in frozen.items() for index in indices}
+        first_metric: dict[int, int] = {}
+        after_hits: dict[str, int] = {}
         begin = block.begin
 
         def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
-            hits[key_of[pattern]].append((begin + stop, pattern))
+            if pattern < FORMING:
+                hits[key_of[pattern]].append((begin + stop, pattern))
+            elif pattern < UNSEEN:
+                index = pattern - FORMING
+                first_metric[index] = begin + stop - len(METRICS[index].literal)
+            else:
+                index = pattern - UNSEEN
+                after_hits[AFTER_LITERALS[index]] = begin + stop - len(_AFTER_BYTES[index])
 
-        database = _hs_database().slow_database(
-            tuple((index, baseline) for indices, baseline in frozen.values() for index in indices)
-        )
-        with memoryview(block.data) as view:
-            database.scan(view[begin : block.end], match_event_handler=on_match)
-        return {key: (baseline, hits[key]) for key, (_, baseline) in frozen.items()}
+        if series or forming or unseen:
+            database = _hs_database().context_database(series, forming, unseen)
+            with memoryview(block.data) as view:
+                database.scan(view[begin : block.end], match_event_handler=on_match)
+        prescanned = {key: (baseline, hits[key]) for key, (_, baseline) in frozen.items()}
+        return prescanned, first_metric, after_hits
 
     def _throughput(
         self,
@@ -830,7 +834,7 @@ class _Scan:
             def on_match(pattern: int, start: int, stop: int, flags: int, context: object) -> None:
                 hits.append((at + stop, pattern))
 
-            database = _hs_database().slow_database(tuple((index, baseline) for index in indices))
+            database = _hs_database().context_database(tuple((index, baseline) for index in indices), (), ())
             with memoryview(data) as view:
                 database.scan(view[at:end], match_event_handler=on_match)
         occurrences = set()
@@ -904,12 +908,23 @@ class _Block:
         )
 
 
+_COUNT_BUFFERS = threading.local()
+
+
 def _newlines(data: bytes | bytearray, begin: int, end: int) -> int:
-    """How many newlines ``data[begin:end]`` holds (numpy compares a block's bytes in one pass)."""
-    if numpy is None or end - begin < 4096:
+    """How many newlines ``data[begin:end]`` holds (numpy compares the bytes in one pass, into a
+    buffer kept per thread rather than a new array each time)."""
+    size = end - begin
+    if numpy is None or size < 4096:
         return data.count(b"\n", begin, end)
+    buffer = getattr(_COUNT_BUFFERS, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _COUNT_BUFFERS.buffer = numpy.empty(
+            max(size, HS_BLOCK_BYTES + 2 * LINE_EDGE_BYTES), numpy.bool_
+        )
     with memoryview(data) as view:
-        return int(numpy.count_nonzero(numpy.frombuffer(view[begin:end], numpy.uint8) == 10))
+        numpy.equal(numpy.frombuffer(view[begin:end], numpy.uint8), 10, out=buffer[:size])
+        return int(numpy.count_nonzero(buffer[:size]))
 
 
 def _may_hold_huge_line(data: bytes | bytearray, begin: int, end: int) -> bool:
