@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from efficiency.analysis.faults.root_cause import ROOT_PRIORITY
+from efficiency.analysis.faults.root_cause import log_root
 from efficiency.analysis.faults.scanner import ENGINES, Finding, LogFileError, scan_file
 
 # The log collector's layout (efficiency.collectors.logfiles): ``kern/<host>.log`` is a node's
@@ -80,9 +80,7 @@ class Command(BaseCommand):
 
 
 class _Root:
-    """A file's root cause, kept as its findings stream by (``root_cause.log_root``'s rule)."""
-
-    RANK = {category: index for index, category in enumerate(ROOT_PRIORITY)}
+    """A file's root cause (``root_cause.log_root``), kept as its findings stream by."""
 
     def __init__(self) -> None:
         self.finding: Finding | None = None
@@ -92,9 +90,8 @@ class _Root:
     def add(self, finding: Finding) -> None:
         self.count += 1
         self.categories.add(finding.category)
-        rank = self.RANK.get(finding.category, len(self.RANK))
-        if self.finding is None or rank < self.RANK.get(self.finding.category, len(self.RANK)):
-            self.finding = finding
+        # The root so far first: on a tie the earlier finding stays, as log_root keeps the first.
+        self.finding = log_root([self.finding, finding] if self.finding is not None else [finding])
 
 
 def _render_root(path: Path, root: _Root, format: str) -> str:
