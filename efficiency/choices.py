@@ -168,3 +168,42 @@ class ActionKind(models.TextChoices):
     NOTIFY = "notify", _("Notify")
     RESUME_NODE = "resume_node", _("Return node to service")
     CLOSE = "close", _("Close")
+
+
+class RecommendationState(models.TextChoices):
+    """Where a recommendation stands: proposed → accepted (→ ticket) / rejected / snoozed; closed
+    by the engine when its condition no longer holds."""
+
+    PROPOSED = "proposed", _("Proposed")
+    ACCEPTED = "accepted", _("Accepted")
+    REJECTED = "rejected", _("Rejected")
+    SNOOZED = "snoozed", _("Snoozed")
+    CLOSED = "closed", _("Resolved by itself")
+
+    @classmethod
+    def open(cls) -> tuple[str, ...]:
+        """States in which the condition still needs work or a decision."""
+        return (cls.PROPOSED, cls.ACCEPTED, cls.SNOOZED)
+
+
+class RecommendationSubject(models.TextChoices):
+    JOB_FAMILY = "job_family", _("Job family")
+    USER = "user", _("User")
+    DEPARTMENT = "department", _("Department")
+    NODE = "node", _("Node")
+
+
+class Confidence(models.TextChoices):
+    HIGH = "high", _("High")
+    MEDIUM = "medium", _("Medium")
+    LOW = "low", _("Low")
+
+
+class RecommendationAction(models.TextChoices):
+    PROPOSED = "proposed", _("Proposed")
+    ACCEPTED = "accepted", _("Accepted")
+    REJECTED = "rejected", _("Rejected")
+    SNOOZED = "snoozed", _("Snoozed")
+    REOPENED = "reopened", _("Reopened")
+    CLOSED = "closed", _("Resolved by itself")
+    COMMENTED = "commented", _("Commented")

@@ -39,6 +39,11 @@ FAULT_OPERATORS = (Role.PLATFORM_ADMIN,)  # isolate, restart, return to service,
 SOURCE_ADMINS = (Role.PLATFORM_ADMIN,)  # data source pages, and pushing logs to any source
 NODE_EDITORS = (Role.PLATFORM_ADMIN,)  # a node's rack, owner, RDMA and state reason (API PATCH)
 
+RECOMMENDATION_READERS = EVERY_ROLE  # heads: their departments' recommendations ("What to fix")
+RECOMMENDATION_REVIEWERS = (Role.PLATFORM_ADMIN,)  # the review queue: accept, reject, snooze
+# Comment: admins and the committee on any, a head on those of a department they head.
+RECOMMENDATION_COMMENTERS = EVERY_ROLE
+
 
 def has_role(user: User, roles: tuple[Role, ...]) -> bool:
     """Whether the user's portal role is one of ``roles``."""
@@ -77,6 +82,9 @@ ROLE_MODEL_PERMISSIONS: dict[Role, dict[tuple[str, str], list[str]]] = {
         ("efficiency", "incident"): [VIEW],
         ("efficiency", "quotacycle"): [VIEW],
         ("efficiency", "quota"): [VIEW],
+        ("efficiency", "recommendation"): [VIEW],
+        ("efficiency", "recommendationdecision"): [VIEW],
+        ("efficiency", "joblogfacts"): [VIEW],
         ("auth", "user"): [VIEW, ADD, CHANGE],
         ("auth", "group"): [VIEW],
         ("efficiency", "apitoken"): [VIEW, ADD, CHANGE, DELETE],

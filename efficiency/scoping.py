@@ -40,6 +40,7 @@ from efficiency.models import (
     QuotaCycle,
     QuotaEvent,
     QuotaObjection,
+    Recommendation,
     ScopeHour,
 )
 
@@ -125,6 +126,13 @@ def _scopers() -> dict[type[Model], object]:
             Q(incident__department_id__in=ids) | Q(incident__node__owner_department_id__in=ids)
         ),
         NodeStateChange: lambda qs, ids: qs.filter(node__in=Node.objects.for_departments(ids)),
+        # Recommendations: a head sees those of their departments' job families and users, those
+        # assigned to their departments, and those about the nodes their departments own.
+        Recommendation: lambda qs, ids: qs.filter(
+            Q(department_id__in=ids)
+            | Q(assignee_department_id__in=ids)
+            | Q(subject_kind="node", node__owner_department_id__in=ids)
+        ),
         FaultPolicy: lambda qs, ids: qs.none(),
         ActuatorConfig: lambda qs, ids: qs.none(),
     }

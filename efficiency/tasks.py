@@ -7,7 +7,7 @@ from celery.signals import worker_ready
 
 from efficiency.choices import SourceKind
 from efficiency.models import Cluster, DataSource, Incident, QuotaCycle
-from efficiency.services import faults, quotas
+from efficiency.services import faults, quotas, recommendations
 from efficiency.services.classification import node_classes_refresh
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
 from efficiency.services.rollups import retention_prune, rollups_refresh
@@ -162,3 +162,10 @@ def incident_policy_task(incident_id: int) -> dict:
 def incidents_refresh_task() -> dict:
     """Mark incidents recovered when their job or its resubmission runs again."""
     return {cluster.slug: faults.incidents_refresh(cluster=cluster) for cluster in Cluster.objects.all()}
+
+
+@shared_task(ignore_result=True)
+def recommendations_refresh_task(full: bool = False) -> dict:
+    """Recommendations: incremental every few minutes, full nightly (closes what no longer holds)."""
+    summary = recommendations.recommendations_refresh(full=full)
+    return {"jobs": summary.jobs, "created": summary.created, "closed": summary.closed}

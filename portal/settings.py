@@ -329,6 +329,18 @@ CELERY_BEAT_SCHEDULE = {
     "fault-detect": {"task": "efficiency.tasks.fault_detect_task", "schedule": 60.0},
     # Every 5 minutes: mark incidents recovered when their job or its resubmission runs again.
     "incidents-refresh": {"task": "efficiency.tasks.incidents_refresh_task", "schedule": 300.0},
+    # Every 5 minutes: recommendations of the job families that got new logs or hours since the
+    # last run (incremental); daily at 01:10 UTC: every family of the window, closing what no
+    # longer holds (full).
+    "recommendations-refresh": {
+        "task": "efficiency.tasks.recommendations_refresh_task",
+        "schedule": 300.0,
+    },
+    "recommendations-nightly": {
+        "task": "efficiency.tasks.recommendations_refresh_task",
+        "schedule": crontab(hour=1, minute=10),
+        "kwargs": {"full": True},
+    },
     # Daily at 03:00 UTC: drop raw samples and log chunks past PORTAL_RAW_RETENTION_DAYS.
     "retention-prune": {
         "task": "efficiency.tasks.retention_prune_task",
@@ -408,6 +420,40 @@ try:  # a typo in the environment fails at start-up, not at the first nightly cl
     ClassThresholds(**PORTAL_NODE_CLASS_THRESHOLDS)
 except ValueError as error:
     raise ImproperlyConfigured(f"Node class thresholds: {error}") from None
+# Tuning recommendations (efficiency.analysis.recommendations.rules.Settings): the engine reads
+# the jobs of the last PORTAL_RECOMMENDATION_WINDOW_DAYS days. GPUs held at or below
+# PORTAL_IDLE_ACTIVITY_PCT are idle: a warning at 60 and 105 minutes, a release proposed at 120
+# (Princeton's Job Defense Shield). A job family below PORTAL_LOW_EFFICIENCY_PCT activity over 7
+# days with at least PORTAL_LOW_EFFICIENCY_MIN_GPU_H GPU-hours is low-efficiency.
+# PORTAL_ACCELERATED_IMAGES / PORTAL_STOCK_IMAGES (comma-separated image repositories) tell the
+# acceleration library's images from stock framework images.
+PORTAL_RECOMMENDATION_WINDOW_DAYS = env_int("PORTAL_RECOMMENDATION_WINDOW_DAYS", 14)
+PORTAL_RECOMMENDATIONS: dict = {
+    "idle_activity_pct": env_float("PORTAL_IDLE_ACTIVITY_PCT", 1.0),
+    "idle_warn_min": env_float("PORTAL_IDLE_WARN_MIN", 60.0),
+    "idle_final_warn_min": env_float("PORTAL_IDLE_FINAL_WARN_MIN", 105.0),
+    "idle_release_min": env_float("PORTAL_IDLE_RELEASE_MIN", 120.0),
+    "low_efficiency_pct": env_float("PORTAL_LOW_EFFICIENCY_PCT", 25.0),
+    "low_efficiency_min_gpu_h": env_float("PORTAL_LOW_EFFICIENCY_MIN_GPU_H", 50.0),
+    "starved_activity_pct": env_float("PORTAL_STARVED_ACTIVITY_PCT", 35.0),
+    "accelerated_images": tuple(
+        env_list("PORTAL_ACCELERATED_IMAGES", "registry.internal/ai-platform/accel-train")
+    ),
+    "stock_images": tuple(
+        env_list(
+            "PORTAL_STOCK_IMAGES",
+            "pytorch/pytorch,docker.io/pytorch/pytorch,huggingface/transformers-pytorch-gpu",
+        )
+    ),
+}
+if not (
+    PORTAL_RECOMMENDATIONS["idle_warn_min"]
+    <= PORTAL_RECOMMENDATIONS["idle_final_warn_min"]
+    <= PORTAL_RECOMMENDATIONS["idle_release_min"]
+):
+    raise ImproperlyConfigured(
+        "PORTAL_IDLE_WARN_MIN <= PORTAL_IDLE_FINAL_WARN_MIN <= PORTAL_IDLE_RELEASE_MIN must hold."
+    )
 # Quota planning (efficiency.analysis.quotas): the next cycle's guarantee is this percentile of
 # last cycle's hourly demand, moved at most PORTAL_QUOTA_MAX_CHANGE_PCT per cycle, at least
 # PORTAL_QUOTA_FLOOR_GPUS, and all guarantees of a GPU model together at most

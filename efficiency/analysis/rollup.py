@@ -90,6 +90,7 @@ class JobHourRow:
     hour: datetime
     allocated_gpu_s: float
     busy_gpu_s: float
+    sm_active_busy_gpu_s: float = 0.0
 
 
 class NodeHourRollup(NamedTuple):
@@ -155,6 +156,7 @@ def rollup_node_hour(
     # capping only the sampled time would count the excess as busy.
     scale = sampled / totals.sampled_gpu_s if totals.sampled_gpu_s > sampled else 1.0
     busy = min(totals.busy_gpu_s * scale, sampled)
+    sm_busy = min(totals.sm_active_busy_gpu_s * scale, sampled)
 
     department_rows = []
     for department_id, held_s in sorted(held.items(), key=lambda item: (item[0] is None, item[0] or 0)):
@@ -178,6 +180,7 @@ def rollup_node_hour(
             hour=hour,
             allocated_gpu_s=held_s,
             busy_gpu_s=min(busy * held_s / allocated, held_s) if allocated else 0.0,
+            sm_active_busy_gpu_s=min(sm_busy * held_s / allocated, held_s) if allocated else 0.0,
         )
         for job_id, held_s in sorted(held_by_job.items())
     ]
@@ -191,7 +194,7 @@ def rollup_node_hour(
         sampled_gpu_s=sampled,
         busy_gpu_s=busy,
         gpu_util_busy_gpu_s=min(totals.gpu_util_busy_gpu_s * scale, sampled),
-        sm_active_busy_gpu_s=min(totals.sm_active_busy_gpu_s * scale, sampled),
+        sm_active_busy_gpu_s=sm_busy,
         sample_count=totals.sample_count,
         fb_used_mib_avg=totals.fb_used_mib_avg,
         power_w_avg=totals.power_w_avg,

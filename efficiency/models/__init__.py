@@ -20,6 +20,7 @@ from efficiency.models.quotas import (
     QuotaEvent,
     QuotaObjection,
 )
+from efficiency.models.recommendations import JobLogFacts, Recommendation, RecommendationDecision
 from efficiency.models.system import WorkerHeartbeat
 from efficiency.models.telemetry import (
     DataSource,
@@ -57,6 +58,7 @@ __all__ = [
     "IncidentAction",
     "Job",
     "JobHour",
+    "JobLogFacts",
     "LogChunk",
     "LogStreamContext",
     "Node",
@@ -69,6 +71,8 @@ __all__ = [
     "QuotaCycle",
     "QuotaEvent",
     "QuotaObjection",
+    "Recommendation",
+    "RecommendationDecision",
     "RollupDirtyHour",
     "ScopeHour",
     "SourceRun",

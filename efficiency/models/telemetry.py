@@ -245,6 +245,8 @@ class JobHour(models.Model):
     )
     allocated_gpu_s = models.FloatField()
     busy_gpu_s = models.FloatField()
+    # SM activity integrated the same way (0 where the exporter reports none).
+    sm_active_busy_gpu_s = models.FloatField(default=0.0)
 
     class Meta:
         verbose_name = _("job hour")

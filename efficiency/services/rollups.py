@@ -121,7 +121,7 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone:
     unplaced = rollup_unplaced_hours(hours=hours, allocations=unplaced_allocations, now=now)
     hour_set = set(hours)
     node_rows, department_rows = [], []
-    job_totals: dict[tuple[int, datetime], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    job_totals: dict[tuple[int, datetime], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for hour in hours:
         for window in windows:
             node_row, departments, jobs = rollup_node_hour(
@@ -135,6 +135,7 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone:
                 entry = job_totals[(job.job_id, hour)]
                 entry[0] += job.allocated_gpu_s
                 entry[1] += job.busy_gpu_s
+                entry[2] += job.sm_active_busy_gpu_s
             if node_row.available_gpu_s == 0 and node_row.sample_count == 0 and not departments:
                 continue  # not in service and nothing seen: no row
             node_rows.append(NodeHour(cluster=cluster, **_fields(node_row)))
@@ -154,8 +155,9 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone:
             department_id=departments_of.get(job_id),
             allocated_gpu_s=allocated,
             busy_gpu_s=busy,
+            sm_active_busy_gpu_s=sm_busy,
         )
-        for (job_id, hour), (allocated, busy) in job_totals.items()
+        for (job_id, hour), (allocated, busy, sm_busy) in job_totals.items()
     ]
     node_ids = [w.node_id for w in windows]
     with transaction.atomic():

@@ -1,0 +1,512 @@
+"""The recommendation engine: read jobs, logs and rollups → the rules (pure) → recommendations.
+
+``recommendations_refresh`` runs after collections (incremental: the families of jobs that ran in
+the last hours or got new log lines) and nightly (full: every family of the window, plus the node
+and department rules). A family's recommendation holds while the family's latest job that can be
+judged (enough GPU time, or logs) still shows the condition; when it no longer does, the engine
+closes the recommendation with that job's start. A rejected recommendation is proposed again only
+when its fingerprint (the observed values) changes; a snoozed one when its date has come.
+"""
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+
+from efficiency.analysis.recommendations.families import Draft, JobFindings, family_key, group_findings
+from efficiency.analysis.recommendations.logfacts import LogFacts
+from efficiency.analysis.recommendations.rules import (
+    FamilyWindow,
+    JobMetrics,
+    JobView,
+    Settings,
+    audit_job,
+    low_efficiency,
+    node_class_finding,
+)
+from efficiency.choices import FaultCategory, RecommendationAction, RecommendationState, RecommendationSubject
+from efficiency.models import (
+    Incident,
+    Job,
+    JobHour,
+    JobLogFacts,
+    Node,
+    NodeClassification,
+    Recommendation,
+    RecommendationDecision,
+)
+from efficiency.services.recommendations.logfacts import job_log_facts_update
+
+logger = logging.getLogger(__name__)
+
+RECENT = timedelta(hours=2)  # an incremental run re-evaluates families with a job running this recently
+LOW_EFFICIENCY_DAYS = 7
+MTBF_DAYS = 30
+# Failures that end a job through no fault of its own code: the checkpoint interval is sized for these.
+INFRASTRUCTURE_FAULTS = (
+    FaultCategory.HARDWARE_GPU,
+    FaultCategory.HARDWARE_MEMORY_ECC,
+    FaultCategory.NVLINK,
+    FaultCategory.NETWORK_RDMA,
+    FaultCategory.NCCL_TIMEOUT_HANG,
+    FaultCategory.STORAGE_IO,
+)
+
+
+@dataclass
+class RefreshSummary:
+    jobs: int = 0
+    families: int = 0
+    created: int = 0
+    updated: int = 0
+    reopened: int = 0
+    closed: int = 0
+    facts_read: int = 0
+    rules: dict[str, int] = field(default_factory=dict)
+
+
+def rule_settings() -> Settings:
+    return Settings(**settings.PORTAL_RECOMMENDATIONS)
+
+
+def recommendations_refresh(*, now: datetime | None = None, full: bool = False) -> RefreshSummary:
+    """Run the engine (see the module's docstring); idempotent."""
+    now = now or timezone.now()
+    rules = rule_settings()
+    window_days = settings.PORTAL_RECOMMENDATION_WINDOW_DAYS
+    window_start = now - timedelta(days=window_days)
+    summary = RefreshSummary()
+    touched_jobs = job_log_facts_update()
+    summary.facts_read = len(touched_jobs)
+
+    jobs = Job.objects.filter(started_at__isnull=False, started_at__lt=now).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gte=window_start)
+    )
+    if not full:
+        recent = Q(ended_at__isnull=True) | Q(ended_at__gte=now - RECENT) | Q(pk__in=list(touched_jobs))
+        families = {
+            (department, user, name)
+            for department, user, name in jobs.filter(recent).values_list(
+                "department_id", "user_name", "name"
+            )
+        }
+        if not families:
+            return summary
+        keys = {family_key(str(d or "-"), u, n) for d, u, n in families}
+        users = {u for _, u, _ in families}
+        jobs = jobs.filter(user_name__in=users)
+    else:
+        keys = None
+    rows = list(
+        jobs.values(
+            "pk",
+            "external_id",
+            "name",
+            "user_name",
+            "department_id",
+            "cluster_id",
+            "gpu_count",
+            "gpu_milli",
+            "node_count",
+            "gpu_model",
+            "config",
+            "framework",
+            "started_at",
+            "ended_at",
+        )
+    )
+    if keys is not None:
+        rows = [
+            r for r in rows if family_key(str(r["department_id"] or "-"), r["user_name"], r["name"]) in keys
+        ]
+    summary.jobs = len(rows)
+    views = _job_views(rows, now=now, window_start=window_start, rules=rules)
+    findings = [
+        JobFindings(
+            job=view,
+            job_id=row["pk"],
+            findings=tuple(audit_job(view, rules)),
+            allocated_gpu_h=view.metrics.allocated_gpu_h if view.metrics else 0.0,
+            start=row["started_at"],
+            end=row["ended_at"],
+        )
+        for row, view in zip(rows, views, strict=True)
+    ]
+    drafts = group_findings(findings, window_days=window_days)
+    latest = _latest_rules(findings, rules)
+    family_rows: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        family_rows[family_key(str(row["department_id"] or "-"), row["user_name"], row["name"])].append(row)
+    drafts += _low_efficiency_drafts(family_rows, now=now, rules=rules, latest=latest)
+    summary.families = len(family_rows)
+    clusters = {
+        family_key(str(r["department_id"] or "-"), r["user_name"], r["name"]): r["cluster_id"] for r in rows
+    }
+    evaluated = {(RecommendationSubject.JOB_FAMILY, key) for key in family_rows}
+    node_drafts = _node_drafts(now=now) if full else []
+    if full:
+        evaluated |= {(RecommendationSubject.NODE, d.subject_key) for d, _ in node_drafts}
+    with transaction.atomic():
+        _store(
+            [(d, RecommendationSubject.JOB_FAMILY, latest.get(d.subject_key)) for d in drafts]
+            + [(d, RecommendationSubject.NODE, None) for d, _ in node_drafts],
+            clusters=clusters,
+            nodes={d.subject_key: node_id for d, node_id in node_drafts},
+            evaluated=evaluated,
+            full=full,
+            now=now,
+            summary=summary,
+        )
+    for draft in drafts:
+        summary.rules[draft.rule] = summary.rules.get(draft.rule, 0) + 1
+    logger.info(
+        "Recommendations refreshed (%s): %d jobs, %d families, %d created, %d updated, %d reopened, "
+        "%d closed.",
+        "full" if full else "incremental",
+        summary.jobs,
+        summary.families,
+        summary.created,
+        summary.updated,
+        summary.reopened,
+        summary.closed,
+    )
+    return summary
+
+
+# --- Reading ---------------------------------------------------------------------------------
+
+
+def _job_views(rows: list[dict], *, now: datetime, window_start: datetime, rules: Settings) -> list[JobView]:
+    ids = [row["pk"] for row in rows]
+    metrics = _job_metrics(ids, window_start=window_start, rules=rules)
+    facts = {}
+    for start in range(0, len(ids), 5000):
+        for job_id, data in JobLogFacts.objects.filter(job_id__in=ids[start : start + 5000]).values_list(
+            "job_id", "facts"
+        ):
+            if data:
+                facts[job_id] = LogFacts.from_dict(data)
+    rdma: dict[int, list[bool]] = defaultdict(list)
+    through = Job.nodes.through
+    for start in range(0, len(ids), 5000):
+        for job_id, capable in through.objects.filter(job_id__in=ids[start : start + 5000]).values_list(
+            "job_id", "node__rdma_capable"
+        ):
+            rdma[job_id].append(capable)
+    mtbf = _mtbf_per_node_h(now=now)
+    views = []
+    for row in rows:
+        capable = rdma.get(row["pk"])
+        nodes = row["node_count"] or 1
+        views.append(
+            JobView(
+                key=row["external_id"],
+                name=row["name"],
+                user=row["user_name"],
+                department=str(row["department_id"] or "-"),
+                gpu_count=row["gpu_count"],
+                node_count=row["node_count"],
+                gpu_model=row["gpu_model"],
+                rdma=all(capable) if capable else None,
+                config=row["config"] if isinstance(row["config"], dict) else {},
+                framework=row["framework"],
+                log=facts.get(row["pk"]),
+                metrics=metrics.get(row["pk"]),
+                checkpoint_mtbf_h=mtbf / nodes if mtbf is not None else None,
+            )
+        )
+    return views
+
+
+def _job_metrics(ids: list[int], *, window_start: datetime, rules: Settings) -> dict[int, JobMetrics]:
+    """Per job: GPU-hours held and busy in the window, and its longest stretch held near 0%."""
+    totals: dict[int, JobMetrics] = {}
+    idle_line = rules.idle_activity_pct / 100
+    for start in range(0, len(ids), 5000):
+        chunk = ids[start : start + 5000]
+        hours = JobHour.objects.filter(job_id__in=chunk, hour__gte=window_start)
+        sums = hours.values("job_id").annotate(
+            allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"), sm=Sum("sm_active_busy_gpu_s")
+        )
+        idle: dict[int, list[tuple[datetime, float]]] = defaultdict(list)
+        for job_id, hour, allocated in (
+            hours.filter(allocated_gpu_s__gt=0, busy_gpu_s__lte=F("allocated_gpu_s") * idle_line)
+            .order_by("job_id", "hour")
+            .values_list("job_id", "hour", "allocated_gpu_s")
+        ):
+            idle[job_id].append((hour, allocated))
+        gpus = dict(Job.objects.filter(pk__in=chunk).values_list("pk", "gpu_milli"))
+        for row in sums:
+            job_id = row["job_id"]
+            minutes, until = _longest_idle(idle.get(job_id, ()), gpus=(gpus.get(job_id) or 1000) / 1000)
+            sm = row["sm"] or 0.0
+            busy = row["busy"] or 0.0
+            totals[job_id] = JobMetrics(
+                start=None,
+                end=None,
+                allocated_gpu_h=(row["allocated"] or 0.0) / 3600,
+                busy_gpu_h=busy / 3600,
+                # No SM activity at all beside engine activity: the exporter reports none.
+                sm_busy_gpu_h=sm / 3600 if sm > 0 or busy == 0 else None,
+                idle_minutes=minutes,
+                idle_until=until,
+            )
+    return totals
+
+
+def _longest_idle(hours: Iterable[tuple[datetime, float]], *, gpus: float) -> tuple[float, datetime | None]:
+    """The longest run of consecutive idle hours, in minutes the job held its GPUs (a partial
+    first or last hour counts what it held)."""
+    best, best_until = 0.0, None
+    run, previous = 0.0, None
+    for hour, allocated in hours:
+        if previous is not None and hour - previous != timedelta(hours=1):
+            run = 0.0
+        run += allocated / max(gpus, 1e-9) / 60
+        previous = hour
+        if run > best:
+            best, best_until = run, hour + timedelta(hours=1)
+    return best, best_until
+
+
+def _mtbf_per_node_h(*, now: datetime) -> float | None:
+    """Mean time between infrastructure failures per node, measured over the last 30 days:
+    node-hours of jobs over incidents that ended or struck a job (None without a failure)."""
+    since = now - timedelta(days=MTBF_DAYS)
+    failures = Incident.objects.filter(
+        occurred_at__gte=since, job__isnull=False, category__in=INFRASTRUCTURE_FAULTS
+    ).count()
+    if not failures:
+        return None
+    gpu_s = JobHour.objects.filter(hour__gte=since).aggregate(total=Sum("allocated_gpu_s"))["total"] or 0.0
+    gpus_per_node = Node.objects.filter(gpu_count__gt=0).values_list("gpu_count", flat=True).first() or 8
+    node_h = gpu_s / 3600 / gpus_per_node
+    return node_h / failures if node_h > 0 else None
+
+
+def _latest_rules(findings: list[JobFindings], rules: Settings) -> dict[str, set[str]]:
+    """Per family: the rules its latest job that can be judged still shows."""
+    latest: dict[str, tuple[datetime, set[str]]] = {}
+    for item in findings:
+        judged = item.job.log is not None or item.allocated_gpu_h >= rules.min_gpu_h
+        if not judged or item.start is None:
+            continue
+        key = family_key(item.job.department, item.job.user, item.job.name)
+        if key not in latest or item.start >= latest[key][0]:
+            latest[key] = (item.start, {f.rule for f in item.findings})
+    return {key: rules_ for key, (_, rules_) in latest.items()}
+
+
+def _low_efficiency_drafts(
+    family_rows: dict[str, list[dict]], *, now: datetime, rules: Settings, latest: dict[str, set[str]]
+) -> list[Draft]:
+    since = now - timedelta(days=LOW_EFFICIENCY_DAYS)
+    ids = {row["pk"]: key for key, rows in family_rows.items() for row in rows}
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    id_list = list(ids)
+    for start in range(0, len(id_list), 5000):
+        for row in (
+            JobHour.objects.filter(job_id__in=id_list[start : start + 5000], hour__gte=since)
+            .values("job_id")
+            .annotate(a=Sum("allocated_gpu_s"), b=Sum("busy_gpu_s"), s=Sum("sm_active_busy_gpu_s"))
+        ):
+            entry = sums[ids[row["job_id"]]]
+            entry[0] += row["a"] or 0.0
+            entry[1] += row["b"] or 0.0
+            entry[2] += row["s"] or 0.0
+    drafts = []
+    for key, (allocated, busy, sm) in sums.items():
+        window = FamilyWindow(
+            days=LOW_EFFICIENCY_DAYS,
+            allocated_gpu_h=allocated / 3600,
+            busy_gpu_h=busy / 3600,
+            sm_busy_gpu_h=sm / 3600 if sm > 0 or busy == 0 else None,
+        )
+        finding = low_efficiency(window, rules)
+        if finding is None:
+            continue
+        latest.setdefault(key, set()).add(finding.rule)
+        rows = family_rows[key]
+        first = rows[0]
+        draft = Draft(
+            rule=finding.rule,
+            subject_key=key,
+            department=str(first["department_id"] or "-"),
+            user=first["user_name"],
+            pattern=key.split("/", 2)[2],
+            finding=finding,
+            job_ids=[row["pk"] for row in rows],
+            gain_gpu_h_week=(finding.gain_gpu_h or 0.0) / (LOW_EFFICIENCY_DAYS / 7),
+            gpu_h_week=window.allocated_gpu_h / (LOW_EFFICIENCY_DAYS / 7),
+            confidence=finding.confidence,
+            first_seen=min(r["started_at"] for r in rows),
+            last_seen=max(r["ended_at"] or now for r in rows),
+        )
+        draft.fingerprints.add(finding.fingerprint())
+        drafts.append(draft)
+    return drafts
+
+
+def _node_drafts(*, now: datetime) -> list[tuple[Draft, int]]:
+    """Idle and hot nodes of the latest classification of each node."""
+    latest = (
+        NodeClassification.objects.filter(
+            node_class__in=("idle", "hot"), cycle_end__gte=now - timedelta(days=2)
+        )
+        .select_related("node")
+        .order_by("node_id", "-cycle_end")
+    )
+    drafts, seen = [], set()
+    for row in latest:
+        if row.node_id in seen:
+            continue
+        seen.add(row.node_id)
+        days = max((row.cycle_end - row.cycle_start).total_seconds() / 86400, 1.0)
+        finding = node_class_finding(
+            hostname=row.node.hostname,
+            node_class=row.node_class,
+            gpu_count=row.node.gpu_count,
+            util_pct=row.mean_util_pct,
+            cycle_days=days,
+        )
+        if finding is None:
+            continue
+        weekly = (finding.gain_gpu_h or 0.0) / (days / 7)
+        draft = Draft(
+            rule=finding.rule,
+            subject_key=row.node.hostname,
+            department=str(row.node.owner_department_id or "-"),
+            user="",
+            pattern="",
+            finding=finding,
+            gain_gpu_h_week=weekly,
+            gpu_h_week=row.node.gpu_count * 24 * 7,
+            confidence=finding.confidence,
+            first_seen=row.cycle_start,
+            last_seen=row.cycle_end,
+        )
+        draft.fingerprints.add(finding.fingerprint())
+        drafts.append((draft, row.node_id))
+    return drafts
+
+
+# --- Writing ---------------------------------------------------------------------------------
+
+
+def _department_id(value: str) -> int | None:
+    return int(value) if value and value != "-" else None
+
+
+def _store(
+    drafts: list[tuple[Draft, str, set[str] | None]],
+    *,
+    clusters: dict[str, int],
+    nodes: dict[str, int],
+    evaluated: set[tuple[str, str]],
+    full: bool,
+    now: datetime,
+    summary: RefreshSummary,
+) -> None:
+    existing = {
+        (rec.rule, rec.subject_kind, rec.subject_key): rec
+        for rec in Recommendation.objects.filter(
+            Q(subject_key__in=[d.subject_key for d, _, _ in drafts]) | Q(state__in=RecommendationState.open())
+        )
+    }
+    decisions: list[RecommendationDecision] = []
+    holding: set[tuple[str, str, str]] = set()
+    for draft, kind, latest_rules in drafts:
+        holds = latest_rules is None or draft.rule in latest_rules
+        key = (draft.rule, kind, draft.subject_key)
+        rec = existing.get(key)
+        if not holds:
+            continue  # older jobs had it, the latest one does not: closed below if stored
+        holding.add(key)
+        values = _values(draft, now=now)
+        if rec is None:
+            rec = Recommendation.objects.create(
+                rule=draft.rule,
+                subject_kind=kind,
+                subject_key=draft.subject_key,
+                cluster_id=clusters.get(draft.subject_key),
+                department_id=_department_id(draft.department),
+                user_name=draft.user,
+                name_pattern=draft.pattern,
+                node_id=nodes.get(draft.subject_key),
+                first_seen=draft.first_seen or now,
+                **values,
+            )
+            decisions.append(
+                RecommendationDecision(recommendation=rec, action=RecommendationAction.PROPOSED, at=now)
+            )
+            summary.created += 1
+        else:
+            reopen = (
+                rec.state == RecommendationState.CLOSED
+                or (
+                    rec.state == RecommendationState.REJECTED
+                    and values["fingerprint"] != rec.rejected_fingerprint
+                )
+                or (
+                    rec.state == RecommendationState.SNOOZED
+                    and rec.snoozed_until is not None
+                    and rec.snoozed_until <= timezone.localdate(now)
+                )
+            )
+            for name, value in values.items():
+                setattr(rec, name, value)
+            if draft.first_seen and draft.first_seen < rec.first_seen:
+                rec.first_seen = draft.first_seen
+            if reopen:
+                rec.state, rec.closed_at, rec.snoozed_until = RecommendationState.PROPOSED, None, None
+                decisions.append(
+                    RecommendationDecision(recommendation=rec, action=RecommendationAction.REOPENED, at=now)
+                )
+                summary.reopened += 1
+            rec.save()
+            summary.updated += 1
+        if kind == RecommendationSubject.JOB_FAMILY:
+            rec.jobs.set(draft.job_ids[-200:])
+    for key, rec in existing.items():
+        if rec.state not in RecommendationState.open() or key in holding:
+            continue
+        if (rec.subject_kind, rec.subject_key) not in evaluated and not (
+            full and rec.subject_kind == RecommendationSubject.JOB_FAMILY
+        ):
+            continue  # not looked at in this run
+        if rec.subject_kind not in (RecommendationSubject.JOB_FAMILY, RecommendationSubject.NODE):
+            continue
+        rec.state, rec.closed_at = RecommendationState.CLOSED, now
+        rec.save(update_fields=["state", "closed_at", "updated_at"])
+        decisions.append(
+            RecommendationDecision(recommendation=rec, action=RecommendationAction.CLOSED, at=now)
+        )
+        summary.closed += 1
+    RecommendationDecision.objects.bulk_create(decisions)
+
+
+def _values(draft: Draft, *, now: datetime) -> dict:
+    finding = draft.finding
+    return {
+        "observed": finding.observed,
+        "ideal": finding.ideal,
+        "change": finding.change,
+        "evidence": draft.evidence,
+        "config": [list(row) for row in finding.config],
+        "params": dict(finding.params),
+        "metrics": {"window_days": settings.PORTAL_RECOMMENDATION_WINDOW_DAYS},
+        "gain_gpu_h_week": round(draft.gain_gpu_h_week, 3) if math.isfinite(draft.gain_gpu_h_week) else 0.0,
+        "gain_pct": round(draft.gain_pct, 2),
+        "gpu_h_week": round(draft.gpu_h_week, 3),
+        "confidence": draft.confidence,
+        "fingerprint": draft.fingerprint,
+        "last_seen": draft.last_seen or now,
+        "job_count": len(draft.job_ids),
+    }
