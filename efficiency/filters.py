@@ -4,10 +4,19 @@ import django_filters
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from efficiency.choices import FaultCategory, IncidentStatus, JobSource, JobState, NodeState
+from efficiency.choices import (
+    Confidence,
+    FaultCategory,
+    IncidentStatus,
+    JobSource,
+    JobState,
+    NodeState,
+    RecommendationState,
+)
 from efficiency.forms import IsoDateTimeField, ModelChoiceField
-from efficiency.models import Cluster, Department, FaultSignal, Incident, Job, Node
+from efficiency.models import Cluster, Department, FaultSignal, Incident, Job, Node, Recommendation
 from efficiency.models.jobs import not_ended
+from efficiency.recommendation_messages import rule_choices
 from efficiency.scoping import scope_queryset
 
 
@@ -145,3 +154,29 @@ class FaultSignalFilter(django_filters.FilterSet):
     class Meta:
         model = FaultSignal
         fields = ["category", "node"]
+
+
+class RecommendationFilter(django_filters.FilterSet):
+    """The review queue's and the lists' filters: ``?rule=``, ``?department=<code>``,
+    ``?state=``, ``?confidence=``, ``?min_gain=<GPU-hours per week>``, ``?sort=``."""
+
+    rule = django_filters.ChoiceFilter(label=_("Rule"), choices=rule_choices)
+    department = ModelChoiceFilter(label=_("Department"), queryset=_visible_departments, to_field_name="code")
+    state = django_filters.ChoiceFilter(label=_("State"), choices=RecommendationState.choices)
+    confidence = django_filters.ChoiceFilter(label=_("Confidence"), choices=Confidence.choices)
+    min_gain = django_filters.NumberFilter(
+        label=_("Gain at least (GPU-h/week)"), field_name="gain_gpu_h_week", lookup_expr="gte", min_value=0
+    )
+    sort = django_filters.OrderingFilter(
+        label=_("Sort"),
+        fields=(("gain_gpu_h_week", "gain"), ("gain_pct", "gain_pct"), ("last_seen", "last_seen")),
+        field_labels={
+            "-gain": _("Most GPU-hours to gain"),
+            "-gain_pct": _("Largest share to gain"),
+            "-last_seen": _("Seen most recently"),
+        },
+    )
+
+    class Meta:
+        model = Recommendation
+        fields = ["rule", "department", "state", "confidence", "min_gain"]

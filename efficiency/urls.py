@@ -1,6 +1,6 @@
 from django.urls import path
 
-from efficiency.views import faults, home, inventory, jobs, quotas, sources, usage
+from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, usage
 
 app_name = "efficiency"
 
@@ -38,6 +38,21 @@ urlpatterns = [
     path("faults/incidents/<int:pk>/report/", faults.incident_report_view, name="incident-report"),
     path("faults/incidents/<int:pk>/<slug:action>/", faults.incident_action_view, name="incident-action"),
     path("faults/nodes/<int:pk>/return-to-service/", faults.node_return_view, name="node-return-to-service"),
+    path(
+        "departments/<slug:code>/what-to-fix/",
+        recommendations.department_what_to_fix_view,
+        name="department-what-to-fix",
+    ),
+    path("recommendations/", recommendations.recommendation_list_view, name="recommendation-list"),
+    path("recommendations/queue/", recommendations.recommendation_queue_view, name="recommendation-queue"),
+    path(
+        "recommendations/<int:pk>/", recommendations.recommendation_detail_view, name="recommendation-detail"
+    ),
+    path(
+        "recommendations/<int:pk>/<slug:action>/",
+        recommendations.recommendation_decide_view,
+        name="recommendation-decide",
+    ),
     path("sources/", sources.source_list_view, name="source-list"),
     path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
     path("sources/<int:pk>/collect/", sources.source_collect_view, name="source-collect"),

@@ -227,18 +227,15 @@ def nccl_socket_on_rdma(job: JobView, settings: Settings) -> Finding | None:
         evidence.append(log.ib_no_device)
     evidence.extend(env_lines)
     confidence = HIGH if channels_socket and rdma else MEDIUM
-    observed = "NCCL channels via NET/Socket" if channels_socket else "NCCL network forced to sockets"
+    observed = "channels via NET/Socket" if channels_socket else "; ".join(f"{k}={v}" for k, v in rows[:2])
     config = [(k, v, "unset" if k in ("NCCL_IB_DISABLE", "NCCL_NET") else v) for k, v in rows]
     if "NCCL_IB_HCA" not in dict(rows):
         config.append(("NCCL_IB_HCA", "unset", "the node's HCAs, e.g. mlx5_0,mlx5_1"))
     return Finding(
         rule="network.nccl-socket-on-rdma",
         observed=observed,
-        ideal="NCCL channels via NET/IB with GDRDMA",
-        change=(
-            "unset NCCL_IB_DISABLE NCCL_NET; export NCCL_IB_HCA=<the node's mlx5 devices> "
-            "NCCL_NET_GDR_LEVEL=PHB (keep NCCL_SOCKET_IFNAME for bootstrap only)"
-        ),
+        ideal="channels via NET/IB/…/GDRDMA",
+        change="unset NCCL_IB_DISABLE NCCL_NET; export NCCL_IB_HCA=<mlx5 devices> NCCL_NET_GDR_LEVEL=PHB",
         gain_share=_gain(2.0),
         confidence=confidence,
         evidence=tuple(evidence),
@@ -257,11 +254,9 @@ def gdrdma_off(job: JobView, settings: Settings) -> Finding | None:
     config = tuple((k, v, "PHB" if k == "NCCL_NET_GDR_LEVEL" else "1") for k, v in rows)
     return Finding(
         rule="network.gdrdma-off",
-        observed="NCCL channels via NET/IB without GDRDMA",
-        ideal="NCCL channels via NET/IB/…/GDRDMA",
-        change=(
-            "load nvidia-peermem on the nodes (modprobe nvidia-peermem) and export NCCL_NET_GDR_LEVEL=PHB"
-        ),
+        observed="channels via NET/IB, no GDRDMA",
+        ideal="channels via NET/IB/…/GDRDMA",
+        change="modprobe nvidia-peermem; export NCCL_NET_GDR_LEVEL=PHB",
         gain_share=_gain(1.1),
         confidence=MEDIUM,
         evidence=_first(log.net_ib) + tuple(env_lines),
@@ -286,7 +281,7 @@ def p2p_disabled(job: JobView, settings: Settings) -> Finding | None:
     return Finding(
         rule="network.p2p-disabled",
         observed="; ".join(f"{k}={v}" for k, v in rows),
-        ideal="P2P over NVLink / PCIe (NCCL's default)",
+        ideal="P2P via NVLink / PCIe (default)",
         change="unset NCCL_P2P_DISABLE NCCL_P2P_LEVEL",
         gain_share=_gain(1.2),
         confidence=HIGH if job.log is not None and job.log.shm else MEDIUM,
@@ -311,7 +306,7 @@ def nccl_debug_overrides(job: JobView, settings: Settings) -> Finding | None:
     return Finding(
         rule="network.nccl-debug-overrides",
         observed="; ".join(f"{k}={v}" for k, v in rows),
-        ideal="NCCL's own choice (variables unset), NCCL_DEBUG=WARN or INFO",
+        ideal="unset; NCCL_DEBUG=WARN or INFO",
         change="unset " + " ".join(sorted(names)),
         gain_share=_gain(1.05),
         confidence=HIGH,
@@ -346,7 +341,7 @@ def storage_cache_metadata_only(job: JobView, settings: Settings) -> Finding | N
         rule="storage.cache-metadata-only",
         observed=f"storage_cache_mode={mode}; activity {activity * 100:.0f}%",
         ideal=f"storage_cache_mode=full-data; activity ≥ {settings.starved_activity_pct:.0f}%",
-        change="set the dataset cache to full-data (and warm it before the job starts)",
+        change="storage_cache_mode=full-data",
         gain_share=max(0.0, min(0.95, wait_share * _gain(40.0))),
         confidence=HIGH,
         config=(("storage_cache_mode", mode, "full-data"),),
@@ -389,8 +384,8 @@ def input_pipeline_starved(job: JobView, settings: Settings) -> Finding | None:
     return Finding(
         rule="input.pipeline-starved",
         observed="; ".join(f"{k}={v}" for k, v, _ in rows) + f"; activity {activity * 100:.0f}%",
-        ideal="data loading overlapped with compute (workers, pinned memory)",
-        change="DataLoader(num_workers=4 or more per GPU, pin_memory=True, persistent_workers=True)",
+        ideal="num_workers ≥ 4, pin_memory=True",
+        change="DataLoader(num_workers=8, pin_memory=True, persistent_workers=True)",
         gain_share=max(0.0, min(0.9, (1.0 - activity / (settings.starved_activity_pct / 100)) * 0.5)),
         confidence=MEDIUM,
         evidence=tuple(evidence),
@@ -418,8 +413,8 @@ def fp32_on_tensor_cores(job: JobView, settings: Settings) -> Finding | None:
     return Finding(
         rule="precision.fp32-on-tensor-cores",
         observed=f"fp32 on {job.gpu_model}",
-        ideal="bf16 (or fp16 with loss scaling) mixed precision",
-        change="train with --bf16 (Megatron), bf16=True (Trainer) or torch.autocast(dtype=torch.bfloat16)",
+        ideal="bf16 mixed precision",
+        change="--bf16 (Megatron) · bf16=True (Trainer) · torch.autocast('cuda', dtype=torch.bfloat16)",
         gain_share=_gain(2.0),
         confidence=HIGH,
         evidence=(job.log.precision[1],),
@@ -446,14 +441,12 @@ def stock_framework(job: JobView, settings: Settings) -> Finding | None:
         return None
     if "jupyter" in " ".join(job.launcher_args):
         return None  # an interactive session: nothing to train faster
-    ideal = (
-        settings.accelerated_images[0] if settings.accelerated_images else "the acceleration library's image"
-    )
+    ideal = settings.accelerated_images[0] if settings.accelerated_images else "accelerated image"
     return Finding(
         rule="kernels.stock-framework",
         observed=job.image,
         ideal=ideal,
-        change=f"run the model from the acceleration library's image ({ideal}) with its optimized model code",
+        change=f"image: {ideal}",
         gain_share=_gain(2.0),
         confidence=MEDIUM if job.framework != "pytorch" else HIGH,
         config=(("image", job.image, ideal),),
@@ -480,9 +473,9 @@ def idle_held(job: JobView, settings: Settings) -> Finding | None:
     share = min(1.0, wasted / metrics.allocated_gpu_h) if metrics.allocated_gpu_h > 0 else 0.0
     return Finding(
         rule="allocation.idle-held",
-        observed=f"{minutes:.0f} min at ≤ {settings.idle_activity_pct:g}% on {gpus} GPU(s)",
-        ideal=f"released within {settings.idle_release_min:.0f} min of going idle",
-        change="end the job (scancel / kubectl delete) or set a time limit; for notebooks, an idle culler",
+        observed=f"{minutes:.0f} min ≤ {settings.idle_activity_pct:g}%, {gpus} GPU",
+        ideal=f"≤ {settings.idle_release_min:.0f} min",
+        change=f"scancel {job.key}",
         gain_share=share,
         confidence=confidence,
         params={"minutes": round(minutes), "level": level, "gpus": gpus},
@@ -503,8 +496,8 @@ def overrequested(job: JobView, settings: Settings) -> Finding | None:
     return Finding(
         rule="allocation.overrequested",
         observed=f"{metrics.gpus_active} of {job.gpu_count} GPUs active",
-        ideal=f"request {max(metrics.gpus_active, 1)} GPU(s)",
-        change=f"request {max(metrics.gpus_active, 1)} GPU(s) (--gres=gpu:{max(metrics.gpus_active, 1)})",
+        ideal=f"{max(metrics.gpus_active, 1)} GPU",
+        change=f"--gres=gpu:{max(metrics.gpus_active, 1)}",
         gain_share=unused / job.gpu_count,
         confidence=HIGH,
         config=(("GPUs", str(job.gpu_count), str(max(metrics.gpus_active, 1))),),
@@ -590,7 +583,7 @@ def low_efficiency(window: FamilyWindow, settings: Settings) -> Finding | None:
         rule="allocation.low-efficiency",
         observed=f"activity {activity * 100:.0f}%, {window.days:g} days, {window.allocated_gpu_h:.0f} GPU-h",
         ideal=f"activity ≥ {settings.low_efficiency_pct:.0f}%",
-        change="fewer GPUs per job, or fix what the GPUs wait on (see the other findings for this family)",
+        change="",
         gain_share=1.0 - activity / target,
         confidence=MEDIUM,
         params={"activity_pct": round(activity * 100, 1), "days": window.days},
@@ -629,9 +622,9 @@ def checkpoint_interval(job: JobView, settings: Settings) -> Finding | None:
     share = checkpoint_waste(interval, mtbf_s, cost) - checkpoint_waste(optimum, mtbf_s, cost)
     return Finding(
         rule="reliability.checkpoint-interval",
-        observed=f"every {interval / 60:.0f} min (save {cost:.0f} s)",
-        ideal=f"every {optimum / 60:.0f} min for a failure every {mtbf_h:.0f} h",
-        change=f"checkpoint every {optimum / 60:.0f} minutes (--save-interval in iterations)",
+        observed=f"{interval / 60:.0f} min (save {cost:.0f} s)",
+        ideal=f"{optimum / 60:.0f} min (MTBF {mtbf_h:.0f} h)",
+        change=f"--save-interval ≈ {optimum / 60:.0f} min",
         gain_share=max(0.0, min(1.0, share)),
         confidence=MEDIUM,
         evidence=_first((line for _, line in log.checkpoint_saves), 2),
@@ -672,8 +665,8 @@ def node_class_finding(
         return Finding(
             rule="capacity.idle-node",
             observed=f"{hostname}: idle, {util_pct or 0:.0f}% over {cycle_days:g} days",
-            ideal="in the shared pool, or powered down",
-            change=f"move {hostname} to the shared pool, or drain it for maintenance",
+            ideal="shared pool",
+            change="",
             gain_share=1.0,
             confidence=MEDIUM,
             gain_gpu_h=gpu_h,
@@ -683,8 +676,8 @@ def node_class_finding(
         return Finding(
             rule="capacity.hot-node",
             observed=f"{hostname}: hot, {util_pct or 0:.0f}% over {cycle_days:g} days",
-            ideal="demand spread over the pool",
-            change=f"let jobs pinned to {hostname} run on any node of its pool (remove node pinning)",
+            ideal="",
+            change="",
             gain_share=0.0,
             confidence=LOW,
             params={"node_class": node_class},
@@ -706,10 +699,8 @@ def guarantee_finding(
     return Finding(
         rule="capacity.guarantee-mismatch",
         observed=f"guaranteed {guaranteed_gpus:g} GPUs, demand p90 {demand_p90_gpus:g}",
-        ideal=f"guarantee near demand ({proposed_gpus:g} proposed)"
-        if proposed_gpus is not None
-        else "guarantee near demand",
-        change="approve the next cycle's quota proposal for this department",
+        ideal=f"{proposed_gpus:g} GPUs" if proposed_gpus is not None else "",
+        change="",
         gain_share=unused / guaranteed_gpus if guaranteed_gpus else 0.0,
         confidence=MEDIUM,
         params={"direction": "above" if high else "below"},
