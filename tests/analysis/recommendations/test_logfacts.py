@@ -138,6 +138,19 @@ def test_ib_disable_zero_is_recorded_as_zero():
     assert facts.nccl_env["NCCL_IB_DISABLE"][0] == "0"
 
 
+def test_algo_and_proto_overrides_are_recorded_as_printed():
+    # NCCL's tuning.cc: INFO(NCCL_ENV, "NCCL_PROTO set by environment to %s", protoStr), same for ALGO;
+    # no period after the value, unlike the "%d." of integer parameters.
+    facts = _one(
+        "n:53:323 [0] NCCL INFO NCCL_PROTO set by environment to simple",
+        "n:53:323 [0] NCCL INFO NCCL_ALGO set by environment to ring,tree",
+        "n:53:323 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608.",
+    )
+    assert facts.nccl_env["NCCL_PROTO"][0] == "simple"
+    assert facts.nccl_env["NCCL_ALGO"][0] == "ring,tree"
+    assert facts.nccl_env["NCCL_BUFFSIZE"][0] == "8388608"
+
+
 def test_mpirun_and_slurm_prefixes_do_not_hide_lines():
     # "[1,2]<stdout>:" from nccl#1713 (mpirun --tag-output), "0: " from srun --label.
     facts = _one(
