@@ -206,20 +206,19 @@ def nccl_socket_on_rdma(job: JobView, settings: Settings) -> Finding | None:
     log = job.log
     ib_disabled = job.env_value("NCCL_IB_DISABLE")
     net_socket = job.env_value("NCCL_NET")
-    forced = (ib_disabled is not None and ib_disabled[0].strip() == "1") or (
+    forced = (ib_disabled is not None and ib_disabled[0].strip().rstrip(".") == "1") or (
         net_socket is not None and net_socket[0].strip().lower() == "socket"
     )
-    channels_socket = bool(log and log.net_socket) and not (log and log.net_ib)
+    transport = log.transport if log is not None else None
+    channels_socket = transport == "socket"
     rdma = job.rdma
     if rdma is None and log is not None and log.ib_devices is not None:
         rdma = True  # NCCL found IB devices on the node
     if rdma is False:
         return None
-    if log is not None and log.net_ib:
-        return None  # data goes over IB, whatever a probe line said
+    if transport in ("ib", "mixed", "other"):
+        return None  # data goes over IB (or another fabric), whatever a probe line said
     if not channels_socket and not forced:
-        return None
-    if log is not None and not log.net_socket and not forced:
         return None
     rows, env_lines = _env_evidence(job, ("NCCL_IB_DISABLE", "NCCL_NET", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"))
     evidence = list(_first(log.net_socket if log else ()))
@@ -248,7 +247,7 @@ def gdrdma_off(job: JobView, settings: Settings) -> Finding | None:
     """InfiniBand carries the data but not by GPUDirect RDMA: every message is staged in host
     memory."""
     log = job.log
-    if log is None or not log.net_ib or log.gdrdma or job.multi_node is not True:
+    if log is None or log.transport != "ib" or log.gdrdma or job.multi_node is not True:
         return None
     rows, env_lines = _env_evidence(job, ("NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ"))
     config = tuple((k, v, "PHB" if k == "NCCL_NET_GDR_LEVEL" else "1") for k, v in rows)
@@ -258,9 +257,9 @@ def gdrdma_off(job: JobView, settings: Settings) -> Finding | None:
         ideal="channels via NET/IB/…/GDRDMA",
         change="modprobe nvidia-peermem; export NCCL_NET_GDR_LEVEL=PHB",
         gain_share=_gain(1.1),
-        confidence=MEDIUM,
-        evidence=_first(log.net_ib) + tuple(env_lines),
+        evidence=_first(log.net_ib) + ((log.gdr_disabled,) if log.gdr_disabled else ()) + tuple(env_lines),
         config=config,
+        confidence=HIGH if log.gdr_disabled is not None else MEDIUM,
     )
 
 
