@@ -172,6 +172,15 @@ def rule_title(rule_id: str) -> str:
     return str(text.title) if text else rule_id
 
 
+def subject_text(rec) -> str:
+    """What a recommendation is about: "user · job name pattern", a node's hostname."""
+    if rec.subject_kind == "node":
+        return rec.node.hostname if rec.node_id and rec.node else rec.subject_key
+    if rec.subject_kind == "job_family":
+        return f"{rec.user_name} · {rec.name_pattern}"
+    return rec.subject_key
+
+
 def rule_choices() -> list[tuple[str, str]]:
     """(id, title) of every rule, for filters."""
     return [(rule_id, rule_title(rule_id)) for rule_id in ALL_RULE_IDS]

@@ -283,9 +283,32 @@ def _pod_spec_config(pod_spec: Mapping[str, Any]) -> dict[str, object]:
         "volume_mounts": mounts,
         "containers": described,
     }
+    if cache_modes := _cache_modes(pod_spec, containers):
+        config["storage_cache_modes"] = cache_modes
     if env_from:
         config["env_from"] = env_from
     return config_redact(config)
+
+
+def _cache_modes(pod_spec: Mapping[str, Any], containers: list[dict]) -> dict[str, str]:
+    """Mount path → the cache mode its CSI volume declares (``volumeAttributes.cacheMode``, as
+    parallel file system CSI drivers take it): what the storage recommendation reads."""
+    modes_by_volume = {}
+    for volume in _list(pod_spec, "volumes"):
+        csi = volume.get("csi") if isinstance(volume, dict) else None
+        attributes = csi.get("volumeAttributes") if isinstance(csi, dict) else None
+        mode = attributes.get("cacheMode") if isinstance(attributes, dict) else None
+        if isinstance(mode, str) and isinstance(volume.get("name"), str):
+            modes_by_volume[volume["name"]] = mode[:100]
+    modes: dict[str, str] = {}
+    for container in containers:
+        for mount in _list(container, "volumeMounts"):
+            if not isinstance(mount, dict):
+                continue
+            name, path = mount.get("name"), mount.get("mountPath")
+            if name in modes_by_volume and isinstance(path, str):
+                modes.setdefault(path, modes_by_volume[name])
+    return modes
 
 
 def _env_value(variable: Mapping[str, Any]) -> str:

@@ -20,6 +20,7 @@ that times ``%D``. A job that asked for GPUs per job (``--gpus=16``) instead of 
 """
 
 import itertools
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -27,6 +28,7 @@ from datetime import UTC, datetime, tzinfo
 
 from efficiency.collectors.nodes import MAX_GPUS_PER_NODE, ObservedGpu, ObservedNode, clip_labels
 from efficiency.collectors.records import JobRecord, ParseOutcome
+from efficiency.redaction import config_redact
 
 # The fields the portal asks sacct for; parse_sacct reads whatever header comes back, so this
 # list can grow without touching the parser.
@@ -244,6 +246,35 @@ def _lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
+# What a site's job_submit plugin may record about a job's setup in AdminComment, as a JSON object
+# (sites already keep JSON there: Princeton's jobstats writes its summary to AdminComment): the
+# container image, environment, mounts, dataset cache mode and command line the config audit reads.
+ADMIN_COMMENT_KEYS = ("image", "env", "mounts", "storage_cache_mode", "launcher_args")
+MAX_ADMIN_COMMENT_CHARS = 64_000
+
+
+def _admin_comment_config(text: str) -> dict[str, object]:
+    """The config snapshot keys of a JSON AdminComment, redacted; anything else (free text, other
+    JSON, a value of the wrong type, an oversized comment) contributes nothing."""
+    text = text.strip()
+    if not text.startswith("{") or len(text) > MAX_ADMIN_COMMENT_CHARS:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    kinds = {"image": str, "env": dict, "mounts": list, "storage_cache_mode": str, "launcher_args": list}
+    picked = {key: data[key] for key in ADMIN_COMMENT_KEYS if isinstance(data.get(key), kinds[key])}
+    if isinstance(picked.get("env"), dict):
+        picked["env"] = {str(k): str(v) for k, v in picked["env"].items() if isinstance(v, str | int | float)}
+    for key in ("mounts", "launcher_args"):
+        if key in picked:
+            picked[key] = [str(item) for item in picked[key] if isinstance(item, str | int | float)]
+    return config_redact(picked)
+
+
 def _split_fields(line: str, trailing_bar: bool) -> list[str]:
     if trailing_bar and line.endswith("|"):
         line = line[:-1]
@@ -273,6 +304,7 @@ def _sacct_record(row: Mapping[str, str], timezone: tzinfo) -> JobRecord:
     elapsed_s = _elapsed_s(row.get("elapsed", ""))
     if elapsed_s is not None:
         config["elapsed_s"] = elapsed_s
+    config.update(_admin_comment_config(row.get("admincomment", "")))
     # Reason is the last reason the job was blocked: only a waiting job's is current.
     if state == "pending" and (reason := row.get("reason", "").strip()):
         config["pending_reason"] = reason

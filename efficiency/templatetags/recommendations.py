@@ -2,8 +2,8 @@
 
 from django import template
 
-from efficiency.choices import RecommendationSubject
 from efficiency.recommendation_messages import rule_title as _rule_title
+from efficiency.recommendation_messages import subject_text as _subject_text
 
 register = template.Library()
 
@@ -17,8 +17,4 @@ def rule_title(rule_id: str) -> str:
 @register.filter
 def subject_text(rec) -> str:
     """What a recommendation is about: "user · job name pattern", a node's hostname."""
-    if rec.subject_kind == RecommendationSubject.NODE:
-        return rec.node.hostname if rec.node_id and rec.node else rec.subject_key
-    if rec.subject_kind == RecommendationSubject.JOB_FAMILY:
-        return f"{rec.user_name} · {rec.name_pattern}"
-    return rec.subject_key
+    return _subject_text(rec)

@@ -16,11 +16,10 @@ from efficiency.choices import Confidence, RecommendationState, RecommendationSu
 from efficiency.filters import RecommendationFilter
 from efficiency.permissions import RECOMMENDATION_READERS as READERS
 from efficiency.permissions import RECOMMENDATION_REVIEWERS as REVIEWERS
-from efficiency.recommendation_messages import RULES, rule_title
+from efficiency.recommendation_messages import RULES, rule_title, subject_text
 from efficiency.selectors import recommendations as selectors
 from efficiency.selectors.inventory import department_get, department_list
 from efficiency.services import recommendations as services
-from efficiency.templatetags.recommendations import subject_text
 from efficiency.views.helpers import (
     choice_label,
     csv_filename,

@@ -113,12 +113,32 @@ class JobView:
 
     @property
     def launcher_args(self) -> list[str]:
-        args = self.config.get("launcher_args") or []
+        """The command line: Slurm's and the simulator's ``launcher_args``, or the main
+        container's command and args (Kubernetes)."""
+        args = self.config.get("launcher_args")
+        if not args:
+            containers = self.config.get("containers") or []
+            main = containers[0] if containers and isinstance(containers[0], Mapping) else {}
+            args = [*(main.get("command") or []), *(main.get("args") or [])]
         return [str(a) for a in args] if isinstance(args, list | tuple) else []
 
     @property
     def image(self) -> str:
-        return str(self.config.get("image") or "")
+        image = self.config.get("image")
+        if not image:
+            images = self.config.get("images") or []
+            image = images[0] if isinstance(images, list | tuple) and images else ""
+        return str(image or "")
+
+    @property
+    def storage_cache_mode(self) -> str:
+        """The dataset cache mode: one value, or the worst of the mounts' (Kubernetes volumes)."""
+        mode = self.config.get("storage_cache_mode")
+        if not mode:
+            modes = self.config.get("storage_cache_modes") or {}
+            values = [str(v).lower() for v in modes.values()] if isinstance(modes, Mapping) else []
+            mode = next((v for v in values if v.startswith("metadata")), values[0] if values else "")
+        return str(mode or "").strip().lower()
 
     def env_value(self, name: str) -> tuple[str, str | EvidenceLine] | None:
         """The value of an NCCL / torch variable and where it was seen: the config snapshot first,
@@ -329,7 +349,7 @@ def _starved(job: JobView, settings: Settings) -> float | None:
 def storage_cache_metadata_only(job: JobView, settings: Settings) -> Finding | None:
     """Dataset read through a parallel file system cache in metadata-only mode (or never warmed)
     while the GPUs wait on input."""
-    mode = str(job.config.get("storage_cache_mode") or "").strip().lower()
+    mode = job.storage_cache_mode
     if mode not in ("metadata-only", "metadata_only", "metadata", "cold", "not-warmed"):
         return None
     activity = _starved(job, settings)
@@ -361,7 +381,7 @@ def _launcher_value(args: Sequence[str], names: Sequence[str]) -> str | None:
 def input_pipeline_starved(job: JobView, settings: Settings) -> Finding | None:
     """Low SM activity with a data loader that runs in the training process (num_workers=0) or
     copies from pageable memory (no pin_memory)."""
-    if str(job.config.get("storage_cache_mode") or "").lower().startswith("metadata"):
+    if job.storage_cache_mode.startswith("metadata"):
         return None  # the storage rule explains it
     activity = _starved(job, settings)
     if activity is None:
