@@ -55,7 +55,7 @@ class Command(BaseCommand):
         year = year or datetime.now(UTC).year
         failed = 0
         for top in paths:
-            for path, error in _files(top):
+            for path, error in log_files(top):
                 if error is not None:
                     self.stderr.write(error)
                     failed += 1
@@ -121,7 +121,7 @@ def _render_root(path: Path, root: _Root, format: str) -> str:
     )
 
 
-def _files(root: Path):
+def log_files(root: Path):
     """``(file, None)`` for each file under ``root`` in sorted order, ``(path, message)`` on errors."""
     if not root.is_dir():
         yield root, None  # a missing or unreadable file is reported by scan_file
