@@ -102,6 +102,9 @@ SACCT_FIELDS = (
     "NNodes",
     "ReqTRES",
     "Elapsed",
+    # The site's job_submit plugin records each job's container setup here as JSON (image, env,
+    # mounts, dataset cache mode, command line): the config snapshot the recommendations read.
+    "AdminComment",
 )
 CPUS_PER_GPU = 8
 MEM_GB_PER_GPU = 62.5  # 500G per 8-GPU node
@@ -257,6 +260,7 @@ def sacct_row(sim: "ClusterSimulator", job: SimJob, at_s: float, timezone: tzinf
         "NNodes": str(job.node_count),
         "Elapsed": _elapsed(elapsed),
         "UID": str(job.uid),
+        "AdminComment": json.dumps(job.config, separators=(",", ":"), sort_keys=True),
     }
 
 

@@ -192,6 +192,10 @@ class Rule:
     reads: tuple[str, ...]  # what the rule reads: config, logs, metrics, inventory, faults
     speedup: float | None  # the published speedup its expected gain comes from (None: measured)
     check: Callable[..., Finding | None]
+    # Whether the job shows enough to judge (a single-node job says nothing about the network, a
+    # job without metrics nothing about activity): the family's latest job the rule can judge
+    # decides whether its recommendation still holds.
+    judges: Callable[..., bool] = lambda job, settings: True
 
 
 def _gain(speedup: float) -> float:
@@ -524,6 +528,30 @@ def overrequested(job: JobView, settings: Settings) -> Finding | None:
     )
 
 
+def _multi_node(job: JobView, settings: Settings) -> bool:
+    return job.multi_node is True
+
+
+def _multi_gpu(job: JobView, settings: Settings) -> bool:
+    return job.gpu_count != 1
+
+
+def _measured(job: JobView, settings: Settings) -> bool:
+    return job.metrics is not None and job.metrics.allocated_gpu_h >= settings.min_gpu_h
+
+
+def _precision_known(job: JobView, settings: Settings) -> bool:
+    return job.log is not None and job.log.precision is not None
+
+
+def _has_image(job: JobView, settings: Settings) -> bool:
+    return bool(job.image)
+
+
+def _has_metrics(job: JobView, settings: Settings) -> bool:
+    return job.metrics is not None
+
+
 JOB_RULES: tuple[Rule, ...] = (
     # id, area, subject, what it reads, the published speedup its gain comes from (None: measured).
     # Titles, plain-language explanations and sources: efficiency.recommendation_messages.
@@ -534,9 +562,10 @@ JOB_RULES: tuple[Rule, ...] = (
         ("config", "logs", "inventory"),
         2.0,
         nccl_socket_on_rdma,
+        _multi_node,
     ),
-    Rule("network.gdrdma-off", "network", JOB_FAMILY, ("logs", "config"), 1.1, gdrdma_off),
-    Rule("network.p2p-disabled", "network", JOB_FAMILY, ("config", "logs"), 1.2, p2p_disabled),
+    Rule("network.gdrdma-off", "network", JOB_FAMILY, ("logs", "config"), 1.1, gdrdma_off, _multi_node),
+    Rule("network.p2p-disabled", "network", JOB_FAMILY, ("config", "logs"), 1.2, p2p_disabled, _multi_gpu),
     Rule(
         "network.nccl-debug-overrides", "network", JOB_FAMILY, ("config", "logs"), 1.05, nccl_debug_overrides
     ),
@@ -547,6 +576,7 @@ JOB_RULES: tuple[Rule, ...] = (
         ("config", "metrics"),
         40.0,
         storage_cache_metadata_only,
+        _measured,
     ),
     Rule(
         "input.pipeline-starved",
@@ -555,6 +585,7 @@ JOB_RULES: tuple[Rule, ...] = (
         ("config", "logs", "metrics"),
         None,
         input_pipeline_starved,
+        _measured,
     ),
     Rule(
         "precision.fp32-on-tensor-cores",
@@ -563,10 +594,13 @@ JOB_RULES: tuple[Rule, ...] = (
         ("logs", "config", "inventory"),
         2.0,
         fp32_on_tensor_cores,
+        _precision_known,
     ),
-    Rule("kernels.stock-framework", "kernels", JOB_FAMILY, ("config",), 2.0, stock_framework),
-    Rule("allocation.idle-held", "allocation", JOB_FAMILY, ("metrics",), None, idle_held),
-    Rule("allocation.overrequested", "allocation", JOB_FAMILY, ("metrics",), None, overrequested),
+    Rule("kernels.stock-framework", "kernels", JOB_FAMILY, ("config",), 2.0, stock_framework, _has_image),
+    Rule("allocation.idle-held", "allocation", JOB_FAMILY, ("metrics",), None, idle_held, _has_metrics),
+    Rule(
+        "allocation.overrequested", "allocation", JOB_FAMILY, ("metrics",), None, overrequested, _has_metrics
+    ),
 )
 
 
@@ -661,6 +695,12 @@ ALL_RULE_IDS = (
     "capacity.hot-node",
     "capacity.guarantee-mismatch",
 )
+
+
+def judged_rules(job: JobView, settings: Settings | None = None) -> set[str]:
+    """The job rules that can judge this job (see ``Rule.judges``)."""
+    settings = settings or Settings()
+    return {rule.id for rule in JOB_RULES if rule.judges(job, settings)}
 
 
 def audit_job(job: JobView, settings: Settings | None = None) -> list[Finding]:

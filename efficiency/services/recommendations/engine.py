@@ -28,6 +28,7 @@ from efficiency.analysis.recommendations.rules import (
     JobView,
     Settings,
     audit_job,
+    judged_rules,
     low_efficiency,
     node_class_finding,
 )
@@ -155,7 +156,7 @@ def recommendations_refresh(*, now: datetime | None = None, full: bool = False) 
         evaluated |= {(RecommendationSubject.NODE, d.subject_key) for d, _ in node_drafts}
     with transaction.atomic():
         _store(
-            [(d, RecommendationSubject.JOB_FAMILY, latest.get(d.subject_key)) for d in drafts]
+            [(d, RecommendationSubject.JOB_FAMILY, latest.get(d.subject_key, set())) for d in drafts]
             + [(d, RecommendationSubject.NODE, None) for d, _ in node_drafts],
             clusters=clusters,
             nodes={d.subject_key: node_id for d, node_id in node_drafts},
@@ -292,16 +293,24 @@ def _mtbf_per_node_h(*, now: datetime) -> float | None:
 
 
 def _latest_rules(findings: list[JobFindings], rules: Settings) -> dict[str, set[str]]:
-    """Per family: the rules its latest job that can be judged still shows."""
-    latest: dict[str, tuple[datetime, set[str]]] = {}
+    """Per family: the rules that still hold, each decided by the family's latest job that rule
+    can judge (a single-node run says nothing of the network; a job without metrics nothing of
+    activity)."""
+    latest: dict[tuple[str, str], tuple[datetime, bool]] = {}
     for item in findings:
-        judged = item.job.log is not None or item.allocated_gpu_h >= rules.min_gpu_h
-        if not judged or item.start is None:
+        if item.start is None:
             continue
         key = family_key(item.job.department, item.job.user, item.job.name)
-        if key not in latest or item.start >= latest[key][0]:
-            latest[key] = (item.start, {f.rule for f in item.findings})
-    return {key: rules_ for key, (_, rules_) in latest.items()}
+        found = {f.rule for f in item.findings}
+        for rule in judged_rules(item.job, rules):
+            previous = latest.get((key, rule))
+            if previous is None or item.start >= previous[0]:
+                latest[(key, rule)] = (item.start, rule in found)
+    holding: dict[str, set[str]] = defaultdict(set)
+    for (key, rule), (_, holds) in latest.items():
+        if holds:
+            holding[key].add(rule)
+    return holding
 
 
 def _low_efficiency_drafts(
