@@ -110,15 +110,18 @@ def _glog_prefix(rank: int, seconds: float, tid: int, where: str) -> str:
 
 
 def _iteration_offset(sim: "ClusterSimulator", job: SimJob) -> int:
-    """First iteration of a resubmitted job: its parent's last checkpoint."""
+    """First iteration of a resubmitted job: the last checkpoint its parent finished saving."""
     if job.resubmit_of is None:
         return 0
     parent = sim._job_by_id[job.resubmit_of]
     assert parent.end_s is not None
     stop_s = parent.fault_s if parent.fault_s is not None else parent.end_s
-    done = _iteration_offset(sim, parent) + int(_iterations_until(parent, stop_s))
+    loaded = _iteration_offset(sim, parent)
     every = save_interval(parent)
-    return done // every * every
+    saved = (loaded + int(_iterations_until(parent, stop_s))) // every * every
+    if saved > loaded and _save_window(parent, loaded, saved)[1] >= stop_s:
+        saved -= every  # the fault cut that save short
+    return max(loaded, saved)
 
 
 def save_interval(job: SimJob) -> int:
@@ -516,10 +519,18 @@ def megatron_arguments_dump(sim: "ClusterSimulator", job: SimJob) -> list[str]:
     ]
 
 
-def _save_s(job: SimJob, iteration: int) -> float:
-    """How long one checkpoint save takes: seconds to two minutes, set by the job, a little jitter."""
+def _save_window(job: SimJob, offset: int, iteration: int) -> tuple[float, float]:
+    """When the save at ``iteration`` starts and ends (the job resumed at ``offset``).
+
+    Seconds to two minutes, set by the job, with a little jitter; at most 0.8 of the gap to the
+    next iteration line, so the lines never interleave (iteration times are not delayed by saves).
+    """
+    done = iteration - offset
+    start_s = _iteration_time(job, done)
     typical_s = 8 + 100 * _unit("save-s", job.job_id) ** 2
-    return typical_s * (0.9 + 0.2 * _unit("save", job.job_id, iteration))
+    save_s = typical_s * (0.9 + 0.2 * _unit("save", job.job_id, iteration))
+    gap_s = _iteration_time(job, (done // job.log_interval + 1) * job.log_interval) - start_s
+    return start_s, start_s + min(save_s, 0.8 * gap_s)
 
 
 def _checkpoint_lines(
@@ -533,10 +544,8 @@ def _checkpoint_lines(
     offset = _iteration_offset(sim, job)
     stop_s = _iteration_stop_s(job)
     every = save_interval(job)
-    interval = job.log_interval
     save = checkpoint_dir(sim, job)
-    # A save lasts at most 0.8 of the gap to the next iteration line, so the lines never interleave;
-    # three minutes of slack cover the saves that began before the window.
+    # Three minutes of slack cover the saves that began before the window.
     begin_done = _iterations_until(job, max(job.start_s, since_s - 180))
     end_done = _iterations_until(job, min(stop_s, until_s))
     for k in range(max(1, (offset + int(begin_done)) // every), (offset + int(end_done)) // every + 1):
@@ -544,12 +553,9 @@ def _checkpoint_lines(
         done = iteration - offset
         if done <= 0 or iteration > job.train_iters:
             continue
-        time_s = _iteration_time(job, done)
+        time_s, end_s = _save_window(job, offset, iteration)
         if time_s >= stop_s:
             break
-        gap_s = _iteration_time(job, (done // interval + 1) * interval) - time_s
-        save_s = min(_save_s(job, iteration), 0.8 * gap_s)
-        end_s = time_s + save_s
         if first:
             text = f"saving checkpoint at iteration {iteration:7d} to {save} in {CKPT_FORMAT} format"
             yield time_s, 60, f" [{_clock(time_s)}] {text}"
@@ -559,7 +565,7 @@ def _checkpoint_lines(
             text = f"  successfully saved checkpoint from iteration {iteration:7d} to {save}"
             yield end_s, 61, f" [{_clock(end_s)}] {text}"
         if last:
-            max_ms = save_s * 1000
+            max_ms = (end_s - time_s) * 1000
             min_ms = max_ms * (0.985 + 0.01 * _unit("save-min", job.job_id, iteration))
             yield end_s, 62, "(min, max) time across ranks (ms):"
             yield end_s, 63, f"    {'save-checkpoint '.ljust(48, '.')}: ({min_ms:.2f}, {max_ms:.2f})"
