@@ -6,12 +6,19 @@ reading by byte offset sees the files grow as on a real cluster.
 
 Job logs (``<root>/<job id>/rank-<N>.log``, one process per GPU):
 
-- every rank: NCCL INFO init lines. On an RDMA node with the IB settings present NCCL reports
-  ``NET/IB : Using [0]mlx5_0:1/IB ...`` and ``Using network IB``; without them (the
-  ``nccl_socket`` misconfiguration) or on a node without RDMA, ``NET/Socket : Using [0]eth0:…``
-  and ``Using network Socket``.
-- the last rank: Megatron-style iteration lines (``print_rank_last``), every ``log_interval``
-  iterations, with a ``[YYYY-MM-DD HH:MM:SS]`` prefix in UTC (container clocks).
+- every rank: NCCL 2.20 INFO init lines, as NCCL_DEBUG=INFO prints them: the variables NCCL
+  echoes from the environment, ``Bootstrap : Using eth0`` and the net-plugin probe (in healthy
+  runs too), the network (``NET/IB : Using [0]mlx5_0:1/IB ...`` and ``Using network IB`` on an
+  RDMA node with the IB settings; ``NET/Socket : Using [0]eth0:...`` and ``Using network Socket``
+  without them, the ``nccl_socket`` misconfiguration, or on a node without RDMA), the comm's
+  ``nRanks``/``nNodes``/``localRanks``, and the channel lines of its rings and trees: ``via
+  P2P/CUMEM`` inside a node, ``[send]``/``[receive] via NET/IB/<hca>/GDRDMA`` or ``via
+  NET/Socket/0`` between nodes (``nccl_network`` says which).
+- the last rank: Megatron's arguments dump at start (``megatron_arguments``) and its iteration
+  lines (``print_rank_last``), every ``log_interval`` iterations, with a ``[YYYY-MM-DD
+  HH:MM:SS]`` prefix in UTC (container clocks); the ``save-checkpoint`` timer after each save.
+- rank 0: Megatron's ``saving checkpoint at iteration ...`` and ``successfully saved checkpoint
+  from iteration ...`` every ``save_interval`` iterations, with the same time prefix.
 - fault text: the PyTorch NCCL watchdog timeout on every rank but the stuck one, ``lm loss: nan``
   iterations, a CUDA OOM traceback, CUDA errors after an Xid, ``slurmstepd`` cancel lines.
 
@@ -41,7 +48,9 @@ if TYPE_CHECKING:
 NCCL_VERSION = "2.20.5"
 CUDA_DRIVER_VERSION = 12020
 KERNEL_RELEASE = "5.15.0-105-generic"
-CHECKPOINT_EVERY_ITERS = 500
+CHECKPOINT_EVERY_ITERS = 500  # the unit of --save-interval: every save is at a multiple of it
+SAVE_INTERVALS = (500, 1000, 2000, 2500, 5000, 10_000)
+SAVE_EVERY_S = 3600  # users pick the first interval that keeps saves an hour or more apart
 
 Line = tuple[float, int, str]  # (time, order within the same instant, text)
 
@@ -101,14 +110,28 @@ def _glog_prefix(rank: int, seconds: float, tid: int, where: str) -> str:
 
 
 def _iteration_offset(sim: "ClusterSimulator", job: SimJob) -> int:
-    """First iteration of a resubmitted job: its parent's last checkpoint."""
+    """First iteration of a resubmitted job: the last checkpoint its parent finished saving."""
     if job.resubmit_of is None:
         return 0
     parent = sim._job_by_id[job.resubmit_of]
     assert parent.end_s is not None
     stop_s = parent.fault_s if parent.fault_s is not None else parent.end_s
-    done = _iteration_offset(sim, parent) + int(_iterations_until(parent, stop_s))
-    return done // CHECKPOINT_EVERY_ITERS * CHECKPOINT_EVERY_ITERS
+    loaded = _iteration_offset(sim, parent)
+    every = save_interval(parent)
+    saved = (loaded + int(_iterations_until(parent, stop_s))) // every * every
+    if saved > loaded and _save_window(parent, loaded, saved)[1] >= stop_s:
+        saved -= every  # the fault cut that save short
+    return max(loaded, saved)
+
+
+def save_interval(job: SimJob) -> int:
+    """A job's ``--save-interval`` in iterations: a multiple of ``CHECKPOINT_EVERY_ITERS``.
+
+    Chosen for the job's healthy speed (a misconfiguration slows the job, not its settings), so a
+    save comes every one to two hours.
+    """
+    healthy_s = job.iteration_s / job.slowdown
+    return next((n for n in SAVE_INTERVALS if n * healthy_s >= SAVE_EVERY_S), SAVE_INTERVALS[-1])
 
 
 def _init_s(job: SimJob) -> float:
@@ -210,62 +233,342 @@ def _iteration_text(job: SimJob, iteration: int, time_s: float, *, nan: bool) ->
 def _startup_lines(sim: "ClusterSimulator", job: SimJob, rank: int) -> Iterator[Line]:
     assert job.start_s is not None
     start = job.start_s
-    node_index, gpu = job.rank_location(rank)
+    node_index, _ = job.rank_location(rank)
     host = sim.nodes[node_index].hostname
     if job.kind == "interactive":
         stamp = f"[I {_clock(start + 4)}.{rank_pid(job, 0) % 1000:03d} ServerApp]"
         yield start + 4, 0, f"{stamp} Jupyter Server 2.14.0 is running at:"
         yield start + 4, 1, f"{stamp} http://{host}:8888/lab"
         return
+    if rank == 0:
+        tp, dp = _parallel_sizes(job)
+        yield (
+            start + 6,
+            0,
+            f"using world size: {job.gpu_count}, data-parallel size: {dp}, context-parallel size: 1, "
+            f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: 1",
+        )
+        yield start + 6, 500, "> initializing torch distributed ..."
+    if rank == job.gpu_count - 1:
+        for order, text in enumerate(megatron_arguments_dump(sim, job)):
+            yield start + 6, 10 + order, text
+    init = start + _init_s(job) - 20 + 5 * _unit("nccl", job.job_id, rank)
+    for order, text in enumerate(_nccl_init_lines(sim, job, rank)):
+        yield init + order * 0.05, order + 2, text
+
+
+# ------------------------------------------------------------------------------------------------
+# NCCL 2.20 INFO lines (NCCL_DEBUG=INFO, the default subsystems INIT and ENV)
+#
+# Format strings checked against NCCL v2.20.5-1's source, line shapes against real logs:
+# - ``NCCL_SOCKET_IFNAME set by environment to eth0`` (src/misc/socket.cc:331), printed by each
+#   interface lookup: bootstrap, then the IB and socket transports' init
+#   (https://github.com/aws/aws-ofi-nccl/issues/715).
+# - ``NET/Plugin : dlerror=... No plugin found (libnccl-net.so), using internal implementation``
+#   (src/net.cc:357; https://github.com/NVIDIA/nccl/issues/1189).
+# - ``NCCL_IB_HCA set to mlx5_0,...`` (src/transport/net_ib.cc:206), ``NCCL_IB_DISABLE set by
+#   environment to 1.`` and ``NCCL_IB_GID_INDEX set by environment to 3.`` (NCCL_PARAM values,
+#   src/misc/param.cc:75, printed when first read: the GID index by the proxy thread at the first
+#   IB connection, https://github.com/NVIDIA/nccl/issues/1814), ``NCCL_NET_GDR_LEVEL set by
+#   environment to PHB`` (src/graph/paths.cc:242).
+# - ``comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0`` (src/init.cc:1125;
+#   https://github.com/NVIDIA/nccl/issues/1412, https://github.com/NVIDIA/nccl-tests/issues/252).
+# - ``Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM`` (src/transport/p2p.cc:368; cuMem is on by
+#   default in 2.20, ``/read`` on A100 NVLink only, src/graph/paths.cc:338;
+#   https://github.com/NVIDIA/nccl-tests/issues/252, https://github.com/NVIDIA/nccl/issues/1189).
+# - ``Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/7/GDRDMA`` and ``... [receive] via
+#   NET/IB/0/GDRDMA`` (src/transport/net.cc:194 and :233; https://github.com/NVIDIA/nccl/issues/1189),
+#   ``via NET/Socket/0`` over TCP (https://github.com/NVIDIA/nccl/issues/952).
+# - ``Connected all rings`` / ``Connected all trees`` (src/init.cc:1223 and :1233;
+#   https://github.com/NVIDIA/nccl/issues/1814).
+# NCCL connects peer by peer (src/transport.cc: for i = 1..nRanks-1, receive from rank - i, then
+# send to rank + i, each over every channel); P2P prints only the sending side.
+
+NCCL_CHANNELS = 2  # real H100 runs open 16-32; two keep the logs small and show the transport
+NCCL_PLUGIN_PROBE = (
+    "NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory "
+    "No plugin found (libnccl-net.so), using internal implementation"
+)
+
+
+def nccl_network(job: SimJob) -> str:
+    """The network NCCL picks for a job: ``IB`` with the RDMA settings on RDMA nodes, else ``Socket``."""
+    env = job.config["env"]
+    uses_ib = job.rdma and "NCCL_IB_HCA" in env and env.get("NCCL_IB_DISABLE") != "1"
+    return "IB" if uses_ib else "Socket"
+
+
+def _parallel_sizes(job: SimJob) -> tuple[int, int]:
+    """(tensor-parallel, data-parallel) sizes: TP within a node, DP across nodes."""
+    tp = min(8, job.gpus_per_node)
+    return tp, max(1, job.gpu_count // tp)
+
+
+def _ring_and_trees(job: SimJob, rank: int) -> tuple[int, int, list[int]]:
+    """(previous, next) rank in the ring and the rank's tree neighbours.
+
+    The ring runs in rank order, leaving each node from its last rank for the next node's first.
+    The tree is a chain inside each node whose first rank links to the first ranks of the nodes
+    before and after it.
+    """
     world = job.gpu_count
+    firsts, first = [], 0
+    for _, gpus in job.allocation:
+        firsts.append(first)
+        first += len(gpus)
+    node = max(i for i, f in enumerate(firsts) if f <= rank)
+    neighbours = []
+    if rank == firsts[node]:
+        neighbours += [firsts[i] for i in (node - 1, node + 1) if 0 <= i < len(firsts)]
+    else:
+        neighbours.append(rank - 1)
+    following = firsts[node + 1] if node + 1 < len(firsts) else world
+    if rank + 1 < following:
+        neighbours.append(rank + 1)
+    return (rank - 1) % world, (rank + 1) % world, neighbours
+
+
+def _connection_lines(job: SimJob, rank: int, sends: set[int], receives: set[int]) -> list[str]:
+    """The channel lines of connecting to these peers, in NCCL's order."""
+    world = job.gpu_count
+    node, gpu = job.rank_location(rank)
+    network = nccl_network(job)
+    gdr = network == "IB"  # NCCL_NET_GDR_LEVEL=PHB: each GPU shares a PCIe switch with its HCA
+    read = "/read" if job.gpu_model == "a100" else ""
+    steps = sorted(
+        [((rank - peer) % world, 0, peer) for peer in receives]
+        + [((peer - rank) % world, 1, peer) for peer in sends]
+    )
+    lines = []
+    for _, sending, peer in steps:
+        peer_node, peer_gpu = job.rank_location(peer)
+        for channel in range(NCCL_CHANNELS):
+            head = f"Channel {channel:02d}/0 : "
+            if peer_node == node:
+                if sending:
+                    lines.append(f"{head}{rank}[{gpu}] -> {peer}[{peer_gpu}] via P2P/CUMEM{read}")
+                continue
+            device = f"{network}/{gpu if network == 'IB' else 0}{'/GDRDMA' if gdr else ''}"
+            if sending:
+                lines.append(f"{head}{rank}[{gpu}] -> {peer}[{peer_gpu}] [send] via NET/{device}")
+            else:
+                lines.append(f"{head}{peer}[{peer_gpu}] -> {rank}[{gpu}] [receive] via NET/{device}")
+    return lines
+
+
+def _nccl_init_lines(sim: "ClusterSimulator", job: SimJob, rank: int) -> list[str]:
+    """One rank's NCCL INFO lines from the first NCCL call to ``Init COMPLETE``."""
+    world = job.gpu_count
+    node_index, gpu = job.rank_location(rank)
+    host = sim.nodes[node_index].hostname
     local_ranks = job.ranks_on(node_index)
     local = [r for r, _ in local_ranks].index(rank)
     pid = rank_pid(job, rank)
     tid = pid + 61 + rank % 7
     ip = _node_ip(node_index)
-    if rank == 0:
-        tp = min(8, job.gpus_per_node)
-        dp = max(1, world // tp)
-        yield (
-            start + 6,
-            0,
-            f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
-            f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: 1",
-        )
-        yield start + 6, 1, "> initializing torch distributed ..."
-    init = start + _init_s(job) - 20 + 5 * _unit("nccl", job.job_id, rank)
-    head = f"{host}:{pid}:{pid} [{local}]"
-    body = f"{host}:{pid}:{tid} [{local}]"
-    lines = [
-        f"{head} NCCL INFO Bootstrap : Using eth0:{ip}<0>",
-        f"{head} NCCL INFO cudaDriverVersion {CUDA_DRIVER_VERSION}",
-    ]
-    if rank == 0:
-        lines.append(f"NCCL version {NCCL_VERSION}+cuda12.4")
+    head = f"{host}:{pid}:{pid} [{local}] NCCL INFO"
+    body = f"{host}:{pid}:{tid} [{local}] NCCL INFO"
+    proxy = f"{host}:{pid}:{tid + 88} [{local}] NCCL INFO"
     env = job.config["env"]
-    uses_ib = job.rdma and "NCCL_IB_HCA" in env and env.get("NCCL_IB_DISABLE") != "1"
-    if uses_ib:
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    found = [f"NCCL_SOCKET_IFNAME set by environment to {ifname}"] if ifname else []
+    bootstrap = [
+        *(f"{head} {text}" for text in found),
+        f"{head} Bootstrap : Using eth0:{ip}<0>",
+        f"{head} {NCCL_PLUGIN_PROBE}",
+    ]
+    driver = f"{head} cudaDriverVersion {CUDA_DRIVER_VERSION}"
+    # Rank 0 creates the unique id (bootstrap first); the others start in ncclCommInitRank.
+    lines = (
+        [*bootstrap, driver, f"NCCL version {NCCL_VERSION}+cuda12.4"] if rank == 0 else [driver, *bootstrap]
+    )
+    network = nccl_network(job)
+    if network == "IB":
         devices = " ".join(f"[{i}]{hca}:1/IB" for i, hca in enumerate(IB_HCAS.split(",")))
-        lines.append(f"{body} NCCL INFO NET/IB : Using {devices} [RO]; OOB eth0:{ip}<0>")
-        lines.append(f"{body} NCCL INFO Using non-device net plugin version 0")
-        lines.append(f"{body} NCCL INFO Using network IB")
+        lines += [f"{body} {text}" for text in found]
+        lines.append(f"{body} NCCL_IB_HCA set to {env['NCCL_IB_HCA']}")
+        lines.append(f"{body} NET/IB : Using {devices} [RO]; OOB eth0:{ip}<0>")
     else:
-        if env.get("NCCL_IB_DISABLE") != "1":
-            lines.append(f"{body} NCCL INFO NET/IB : No device found.")
-        lines.append(f"{body} NCCL INFO NET/Socket : Using [0]eth0:{ip}<0>")
-        lines.append(f"{body} NCCL INFO Using non-device net plugin version 0")
-        lines.append(f"{body} NCCL INFO Using network Socket")
+        if env.get("NCCL_IB_DISABLE") == "1":
+            lines.append(f"{body} NCCL_IB_DISABLE set by environment to 1.")
+        else:
+            lines += [f"{body} {text}" for text in found]
+            lines.append(f"{body} NET/IB : No device found.")
+        lines += [f"{body} {text}" for text in found]
+        lines.append(f"{body} NET/Socket : Using [0]eth0:{ip}<0>")
+    lines.append(f"{body} Using non-device net plugin version 0")
+    lines.append(f"{body} Using network {network}")
     comm = f"0x{_hash_int('comm', job.job_id, rank) % 16**12:x}"
     comm_id = f"0x{_hash_int('commid', job.job_id) % 16**16:x}"
     bus = sim.pci_address(host, gpu).split(":")[1]
     described = (
-        f"comm {comm} rank {rank} nranks {world} cudaDev {local} nvmlDev {gpu} busId {bus}000 "
+        f"comm {comm} rank {rank} nranks {world} cudaDev {local} nvmlDev {gpu} busId {int(bus, 16) << 12:x} "
         f"commId {comm_id}"
     )
-    lines.append(f"{body} NCCL INFO {described} - Init START")
-    lines.append(f"{body} NCCL INFO {described} - Init COMPLETE")
-    for order, text in enumerate(lines):
-        yield init + order * 0.05, order + 2, text
+    lines.append(f"{body} {described} - Init START")
+    if "NCCL_NET_GDR_LEVEL" in env and network == "IB":
+        lines.append(f"{body} NCCL_NET_GDR_LEVEL set by environment to {env['NCCL_NET_GDR_LEVEL']}")
+    lines.append(
+        f"{body} comm {comm} rank {rank} nRanks {world} nNodes {len(job.allocation)} "
+        f"localRanks {len(local_ranks)} localRank {local} MNNVL 0"
+    )
+    channels: list[str] = []
+    if world > 1:
+        previous, following, tree = _ring_and_trees(job, rank)
+        ring = _connection_lines(job, rank, {following}, {previous})
+        trees = _connection_lines(job, rank, set(tree) - {following}, set(tree) - {previous})
+        channels = [*ring, "Connected all rings", *trees, "Connected all trees"]
+    else:
+        channels = ["Connected all rings", "Connected all trees"]
+    gid_shown = "NCCL_IB_GID_INDEX" not in env or network != "IB"
+    for text in channels:
+        lines.append(f"{body} {text}")
+        if not gid_shown and " via NET/" in text:
+            lines.append(f"{proxy} NCCL_IB_GID_INDEX set by environment to {env['NCCL_IB_GID_INDEX']}.")
+            gid_shown = True
+    lines.append(f"{body} {described} - Init COMPLETE")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------
+# Megatron: the arguments dump and checkpoint saves
+#
+# Shapes from Megatron-LM core_v0.7.0 (mid-2024, the NGC 24.05 era of NCCL 2.20):
+# - ``_print_args``: ``'  {} {} {}'.format(arg, '.' * (48 - len(arg)), value)`` sorted by
+#   lowercase text between the two rulers
+#   (https://github.com/NVIDIA/Megatron-LM/blob/core_v0.7.0/megatron/training/arguments.py#L530).
+# - ``saving checkpoint at iteration {:7d} to {} in {} format`` and ``  successfully saved
+#   checkpoint from iteration {:7d} to {}``
+#   (https://github.com/NVIDIA/Megatron-LM/blob/core_v0.7.0/megatron/training/checkpointing.py#L285,
+#   #L360), then the ``save-checkpoint`` timer, ``(min, max) time across ranks (ms):`` and
+#   ``    save-checkpoint ................................: (min, max)``, which Megatron prints on the
+#   last rank (megatron/core/timers.py#L270-L279).
+# Megatron prints the dump and the two checkpoint lines on rank 0 without a time; here they go to
+# the last rank, beside the iteration lines, with the iteration lines' `` [YYYY-MM-DD HH:MM:SS]``
+# prefix on the checkpoint lines, so one file shows when each save started and ended.
+
+MEGATRON_NUM_WORKERS = 2  # Megatron's --num-workers default
+SEQ_LENGTH = 4096
+CKPT_FORMAT = "torch"  # --use-dist-ckpt off
+
+
+def checkpoint_dir(sim: "ClusterSimulator", job: SimJob) -> str:
+    """``--save`` (and ``--load``) of a job: a resubmission keeps its original's directory."""
+    root = job
+    while root.resubmit_of is not None:
+        root = sim._job_by_id[root.resubmit_of]
+    return f"/mnt/pfs/checkpoints/{root.k8s_name}"
+
+
+def _launcher_value(job: SimJob, flag: str) -> str | None:
+    for arg in job.config["launcher_args"]:
+        if arg == flag:
+            return "True"
+        if arg.startswith(f"{flag}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _micro_batch_size(job: SimJob, global_batch: int, dp: int) -> int:
+    for micro in (4, 2, 1)[_hash_int("micro", job.job_id) % 3 :]:
+        if global_batch % (micro * dp) == 0:
+            return micro
+    return 1
+
+
+def megatron_arguments(sim: "ClusterSimulator", job: SimJob) -> dict[str, object]:
+    """The Megatron arguments a training job runs with: its launcher flags, the rest defaults."""
+    tp, dp = _parallel_sizes(job)
+    global_batch = int(_launcher_value(job, "--global-batch-size") or job.global_batch)
+    train_iters = int(_launcher_value(job, "--train-iters") or job.train_iters)
+    bf16 = _launcher_value(job, "--bf16") == "True"
+    fp16 = _launcher_value(job, "--fp16") == "True"
+    save = checkpoint_dir(sim, job)
+    return {
+        "bf16": bf16,
+        "data_parallel_size": dp,
+        "fp16": fp16,
+        "global_batch_size": global_batch,
+        "load": save,
+        "log_interval": job.log_interval,
+        "lr": 3e-4 if job.kind == "pretrain" else 1e-5,
+        "lr_warmup_iters": max(1, train_iters // 100),
+        "micro_batch_size": _micro_batch_size(job, global_batch, dp),
+        "num_workers": MEGATRON_NUM_WORKERS,
+        "params_dtype": "torch.bfloat16" if bf16 else ("torch.float16" if fp16 else "torch.float32"),
+        "pipeline_model_parallel_size": 1,
+        "save": save,
+        "save_interval": save_interval(job),
+        "seq_length": SEQ_LENGTH,
+        "tensor_model_parallel_size": tp,
+        "train_iters": train_iters,
+        "use_dist_ckpt": False,
+        "world_size": job.gpu_count,
+    }
+
+
+def megatron_arguments_dump(sim: "ClusterSimulator", job: SimJob) -> list[str]:
+    """The ``------------------------ arguments ------------------------`` block of a training job."""
+    rows = [
+        f"  {name} {'.' * (48 - len(name))} {value}" for name, value in megatron_arguments(sim, job).items()
+    ]
+    return [
+        "------------------------ arguments ------------------------",
+        *sorted(rows, key=lambda row: row.lower()),
+        "-------------------- end of arguments ---------------------",
+    ]
+
+
+def _save_window(job: SimJob, offset: int, iteration: int) -> tuple[float, float]:
+    """When the save at ``iteration`` starts and ends (the job resumed at ``offset``).
+
+    Seconds to two minutes, set by the job, with a little jitter; at most 0.8 of the gap to the
+    next iteration line, so the lines never interleave (iteration times are not delayed by saves).
+    """
+    done = iteration - offset
+    start_s = _iteration_time(job, done)
+    typical_s = 8 + 100 * _unit("save-s", job.job_id) ** 2
+    save_s = typical_s * (0.9 + 0.2 * _unit("save", job.job_id, iteration))
+    gap_s = _iteration_time(job, (done // job.log_interval + 1) * job.log_interval) - start_s
+    return start_s, start_s + min(save_s, 0.8 * gap_s)
+
+
+def _checkpoint_lines(
+    sim: "ClusterSimulator", job: SimJob, rank: int, since_s: float, until_s: float
+) -> Iterator[Line]:
+    """Rank 0's ``saving``/``successfully saved`` lines and the last rank's save timer."""
+    assert job.start_s is not None
+    first, last = rank == 0, rank == job.gpu_count - 1
+    if job.kind == "interactive" or not (first or last):
+        return
+    offset = _iteration_offset(sim, job)
+    stop_s = _iteration_stop_s(job)
+    every = save_interval(job)
+    save = checkpoint_dir(sim, job)
+    # Three minutes of slack cover the saves that began before the window.
+    begin_done = _iterations_until(job, max(job.start_s, since_s - 180))
+    end_done = _iterations_until(job, min(stop_s, until_s))
+    for k in range(max(1, (offset + int(begin_done)) // every), (offset + int(end_done)) // every + 1):
+        iteration = k * every
+        done = iteration - offset
+        if done <= 0 or iteration > job.train_iters:
+            continue
+        time_s, end_s = _save_window(job, offset, iteration)
+        if time_s >= stop_s:
+            break
+        if first:
+            text = f"saving checkpoint at iteration {iteration:7d} to {save} in {CKPT_FORMAT} format"
+            yield time_s, 60, f" [{_clock(time_s)}] {text}"
+        if end_s >= stop_s:
+            break
+        if first:
+            text = f"  successfully saved checkpoint from iteration {iteration:7d} to {save}"
+            yield end_s, 61, f" [{_clock(end_s)}] {text}"
+        if last:
+            max_ms = (end_s - time_s) * 1000
+            min_ms = max_ms * (0.985 + 0.01 * _unit("save-min", job.job_id, iteration))
+            yield end_s, 62, "(min, max) time across ranks (ms):"
+            yield end_s, 63, f"    {'save-checkpoint '.ljust(48, '.')}: ({min_ms:.2f}, {max_ms:.2f})"
 
 
 def _traceback(frames: list[tuple[str, int, str, str]], error: str) -> list[str]:
@@ -397,6 +700,7 @@ def job_log_lines(
     lines.extend(_startup_lines(sim, job, rank))
     if job.kind != "interactive" and rank == job.gpu_count - 1:
         lines.extend(_iteration_lines(sim, job, since_s, until_s))
+    lines.extend(_checkpoint_lines(sim, job, rank, since_s, until_s))
     lines.extend(_fault_lines(sim, job, rank))
     lines.extend(_end_lines(sim, job, rank))
     window = sorted(line for line in lines if since_s <= line[0] < until_s)

@@ -344,6 +344,18 @@ class SimJob:
         return self.final_state, self.start_s, self.end_s
 
 
+def misconfig_truth(job: SimJob) -> str:
+    """The misconfiguration a job really has: ``""`` or one of ``MISCONFIG_KINDS``.
+
+    The answer a tuning recommendation is scored against. The evidence lies elsewhere: the
+    config snapshot (``job.config``), the logs and the metrics. ``nccl_socket`` jobs run on two or
+    more RDMA nodes without the NCCL IB settings, so their channels between nodes go over
+    ``NET/Socket``; ``storage_metadata_only`` jobs mount the datasets with ``metadata-only``
+    caching; ``stock_framework`` jobs run the stock PyTorch image.
+    """
+    return job.misconfig
+
+
 @dataclass(slots=True, eq=False)
 class _Pool:
     key: str

@@ -21,6 +21,11 @@ def _lines(sim: ClusterSimulator, job_id: int | str, rank: int) -> list[str]:
     return sim.job_log_lines(job_id, rank, START - 3 * DAY, START + 8 * DAY)
 
 
+def _is_iteration(line: str) -> bool:
+    """A Megatron training-log line (checkpoint lines also say ``iteration``)."""
+    return " iteration " in line and "| consumed samples:" in line
+
+
 def test_socket_lines_appear_exactly_for_socket_misconfigured_jobs_on_rdma_nodes(sim):
     jobs = [
         job
@@ -48,14 +53,14 @@ def test_the_last_rank_logs_megatron_iterations(sim):
         for j in sim.sim_jobs(START, START + DAY)
         if j.kind == "pretrain" and j.final_state == "COMPLETED" and j.fault is None
     )
-    iterations = [line for line in _lines(sim, job.job_id, job.gpu_count - 1) if " iteration " in line]
+    iterations = [line for line in _lines(sim, job.job_id, job.gpu_count - 1) if _is_iteration(line)]
     assert len(iterations) > 3
     assert "| consumed samples:" in iterations[0]
     assert "| elapsed time per iteration (ms):" in iterations[0]
     assert "| lm loss: " in iterations[0]
     assert "number of nan iterations:   0 |" in iterations[0]
     if job.gpu_count > 1:
-        assert not any(" iteration " in line for line in _lines(sim, job.job_id, 0))
+        assert not any(_is_iteration(line) for line in _lines(sim, job.job_id, 0))
 
 
 def test_an_nccl_hang_ends_in_watchdog_timeouts_except_on_the_stuck_rank(faulty):
@@ -72,7 +77,7 @@ def test_an_nccl_hang_ends_in_watchdog_timeouts_except_on_the_stuck_rank(faulty)
 def test_a_nan_loss_shows_in_the_iteration_lines(faulty):
     fault = next(f for f in faulty.faults(START, START + 7 * DAY) if f.kind == "loss_nan")
     job = faulty.sim_job(fault.job_external_id)
-    lines = [line for line in _lines(faulty, job.job_id, job.gpu_count - 1) if " iteration " in line]
+    lines = [line for line in _lines(faulty, job.job_id, job.gpu_count - 1) if _is_iteration(line)]
     nan = [line for line in lines if "lm loss: nan" in line]
     assert nan
     assert lines[-1] == nan[-1]
