@@ -26,6 +26,7 @@ import copy
 import hashlib
 import math
 import random
+import re
 from bisect import bisect_right, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -342,6 +343,38 @@ class SimJob:
         if self.end_s > at_s:
             return "RUNNING", self.start_s, None
         return self.final_state, self.start_s, self.end_s
+
+
+def family_name(project: str, suffix: str) -> str:
+    """A job name's family pattern: its digits as ``*`` ("bev-exp12" → "bev-exp*")."""
+    return re.sub(r"[0-9]+", "*", f"{project}-{suffix}")
+
+
+def _family_misconfig(
+    seed: int,
+    share: float,
+    department: str,
+    user: str,
+    project: str,
+    suffix: str,
+    kind: str,
+    rdma: bool,
+    interactive: bool,
+) -> str:
+    """The misconfiguration of a job family, the same for every run of it (see ``_draw``).
+    On an RDMA pool, sockets are twice as likely as each other kind, so that the fintech case is
+    always present among multi-node families."""
+    if interactive:
+        return ""
+    rng = _rng(seed, "family-misconfig", department, user, family_name(project, suffix))
+    if rng.random() >= share:
+        return ""
+    eligible = ["stock_framework"]
+    if kind != "pretrain":
+        eligible.append("storage_metadata_only")
+    if rdma:
+        eligible += ["nccl_socket", "nccl_socket"]
+    return eligible[rng.randrange(len(eligible))]
 
 
 def misconfig_truth(job: SimJob) -> str:
@@ -813,17 +846,20 @@ class ClusterSimulator:
         }[kind]
         users = _department_users(self.seed, department)
         user = users[rng.randrange(len(users))]
+        # A misconfiguration belongs to a job family (one user's runs of one name pattern): their
+        # container and dataset set-up is the same from run to run. It shows in a run where it can:
+        # sockets only between nodes of an RDMA pool, the dataset cache only where data is read
+        # in bulk (not pretraining on pre-staged shards).
+        family = _family_misconfig(
+            self.seed, self.misconfig_share, department, user, project, suffix, kind, pool.rdma, interactive
+        )
         misconfig = ""
-        if not interactive and rng.random() < self.misconfig_share:
-            eligible = ["stock_framework"]
-            if kind != "pretrain":
-                eligible.append("storage_metadata_only")
-            if nodes >= 2 and pool.rdma and rng.random() < 0.5:
-                # Fintech Y: multi-node jobs on the RDMA cluster whose containers lack the NCCL
-                # IB settings; picked first half the time so the case is always present.
-                misconfig = "nccl_socket"
-            else:
-                misconfig = eligible[rng.randrange(len(eligible))]
+        if family == "nccl_socket":
+            misconfig = "nccl_socket" if nodes >= 2 and pool.rdma else ""
+        elif family == "storage_metadata_only":
+            misconfig = family if kind != "pretrain" else ""
+        else:
+            misconfig = family
         if interactive:
             activity = 0.0
             zero_share = self.cal.serving_zero_share.at(rng.random())
@@ -860,7 +896,7 @@ class ClusterSimulator:
         config = _job_config(
             kind=kind,
             rdma=pool.rdma,
-            misconfig=misconfig,
+            misconfig=family,
             nodes=nodes,
             gpus_per_node=min(gpus, pool.gpus_per_node),
             name=f"{project}-{suffix}",

@@ -26,7 +26,9 @@ def _is_iteration(line: str) -> bool:
     return " iteration " in line and "| consumed samples:" in line
 
 
-def test_socket_lines_appear_exactly_for_socket_misconfigured_jobs_on_rdma_nodes(sim):
+def test_socket_lines_appear_exactly_for_jobs_without_the_ib_settings_on_rdma_nodes(sim):
+    """A family whose container lacks the NCCL IB settings uses sockets in every run; the runs
+    that span nodes are the misconfigured ones (a single-node run sends nothing between nodes)."""
     jobs = [
         job
         for job in sim.sim_jobs(START, START + 4 * DAY)
@@ -36,7 +38,13 @@ def test_socket_lines_appear_exactly_for_socket_misconfigured_jobs_on_rdma_nodes
     for job in jobs:
         start = START.fromtimestamp(job.start_s, tz=START.tzinfo)
         text = "\n".join(sim.job_log_lines(job.job_id, 0, start, start + timedelta(minutes=5)))
-        socket = job.misconfig == "nccl_socket"
+        env = job.config["env"]
+        socket = "NCCL_IB_HCA" not in env or env.get("NCCL_IB_DISABLE") == "1"
+        if job.misconfig == "nccl_socket":
+            assert socket
+            assert job.node_count >= 2
+        elif socket:
+            assert job.node_count == 1
         assert ("NCCL INFO NET/Socket : Using [0]eth0:" in text) == socket
         assert ("NCCL INFO Using network Socket" in text) == socket
         assert ("NCCL INFO NET/IB : Using [0]mlx5_0:1/IB" in text) == (not socket)

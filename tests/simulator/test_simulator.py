@@ -179,9 +179,12 @@ def test_misconfigured_jobs_carry_the_audited_config(sim):
         env = config["env"]
         if job.misconfig == "nccl_socket":
             assert job.rdma
+            assert job.node_count >= 2
             assert "NCCL_IB_HCA" not in env
+        elif job.rdma and "NCCL_IB_HCA" not in env:
+            # A run of a socket family on one node: the same container, nothing between nodes.
+            assert job.node_count == 1
         elif job.rdma:
-            assert "NCCL_IB_HCA" in env
             assert "NCCL_IB_DISABLE" not in env
         assert (config["storage_cache_mode"] == "metadata-only") == (job.misconfig == "storage_metadata_only")
         assert (job.framework == "pytorch") == (job.misconfig == "stock_framework")
@@ -196,7 +199,11 @@ def test_misconfigured_jobs_are_slower_and_less_active():
         bad = [job for job in jobs if job.misconfig == kind]
         if not bad:
             continue
-        assert statistics.mean(j.iteration_s for j in bad) > 1.4 * statistics.mean(
+        # Every misconfigured run is at least 1.5× slower than it would be (the published cases:
+        # 2× for sockets, up to 4× for the stock framework, ~40× for the cache), and slower on
+        # average than the healthy runs (whose own speeds vary 6-fold).
+        assert min(j.slowdown for j in bad) >= 1.5
+        assert statistics.mean(j.iteration_s for j in bad) > 1.2 * statistics.mean(
             j.iteration_s for j in clean
         )
         sm_bad = statistics.mean(j.activity * j.sm_ratio * (1 - j.zero_share) for j in bad)
