@@ -412,14 +412,14 @@ def _nccl_init_lines(sim: "ClusterSimulator", job: SimJob, rank: int) -> list[st
         f"{body} comm {comm} rank {rank} nRanks {world} nNodes {len(job.allocation)} "
         f"localRanks {len(local_ranks)} localRank {local} MNNVL 0"
     )
-    channels: list[str] = []
+    ring: list[str] = []
+    trees: list[str] = []
     if world > 1:
+        # The trees reuse the ring's connections and open only the missing ones.
         previous, following, tree = _ring_and_trees(job, rank)
         ring = _connection_lines(job, rank, {following}, {previous})
         trees = _connection_lines(job, rank, set(tree) - {following}, set(tree) - {previous})
-        channels = [*ring, "Connected all rings", *trees, "Connected all trees"]
-    else:
-        channels = ["Connected all rings", "Connected all trees"]
+    channels = [*ring, "Connected all rings", *trees, "Connected all trees"]
     gid_shown = "NCCL_IB_GID_INDEX" not in env or network != "IB"
     for text in channels:
         lines.append(f"{body} {text}")
