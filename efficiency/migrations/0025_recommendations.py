@@ -21,103 +21,251 @@ def grant(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('efficiency', '0024_log_stream_context'),
+        ("efficiency", "0024_log_stream_context"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='jobhour',
-            name='sm_active_busy_gpu_s',
+            model_name="jobhour",
+            name="sm_active_busy_gpu_s",
             field=models.FloatField(default=0.0),
         ),
         migrations.CreateModel(
-            name='JobLogFacts',
+            name="JobLogFacts",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('facts', models.JSONField(default=dict)),
-                ('last_chunk_id', models.BigIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('job', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='log_facts', to='efficiency.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("facts", models.JSONField(default=dict)),
+                ("last_chunk_id", models.BigIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "job",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="log_facts",
+                        to="efficiency.job",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'job log facts',
-                'verbose_name_plural': 'job log facts',
+                "verbose_name": "job log facts",
+                "verbose_name_plural": "job log facts",
             },
         ),
         migrations.CreateModel(
-            name='Recommendation',
+            name="Recommendation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rule', models.CharField(db_index=True, max_length=60, verbose_name='rule')),
-                ('subject_kind', models.CharField(choices=[('job_family', 'Job family'), ('user', 'User'), ('department', 'Department'), ('node', 'Node')], max_length=20, verbose_name='subject')),
-                ('subject_key', models.CharField(max_length=500, verbose_name='subject key')),
-                ('user_name', models.CharField(blank=True, max_length=150, verbose_name='user')),
-                ('name_pattern', models.CharField(blank=True, max_length=500, verbose_name='job name pattern')),
-                ('job_count', models.PositiveIntegerField(default=0, verbose_name='jobs')),
-                ('state', models.CharField(choices=[('proposed', 'Proposed'), ('accepted', 'Accepted'), ('rejected', 'Rejected'), ('snoozed', 'Snoozed'), ('closed', 'Resolved by itself')], default='proposed', max_length=20, verbose_name='state')),
-                ('observed', models.TextField(verbose_name='observed')),
-                ('ideal', models.TextField(verbose_name='ideal')),
-                ('change', models.TextField(verbose_name='change')),
-                ('evidence', models.JSONField(blank=True, default=list, verbose_name='evidence')),
-                ('config', models.JSONField(blank=True, default=list, verbose_name='config values')),
-                ('metrics', models.JSONField(blank=True, default=dict, verbose_name='metric window')),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('gain_gpu_h_week', models.FloatField(default=0.0, verbose_name='expected gain (GPU-hours per week)')),
-                ('gain_pct', models.FloatField(default=0.0, verbose_name='expected gain (%)')),
-                ('gpu_h_week', models.FloatField(default=0.0, verbose_name='GPU-hours per week')),
-                ('confidence', models.CharField(choices=[('high', 'High'), ('medium', 'Medium'), ('low', 'Low')], max_length=10, verbose_name='confidence')),
-                ('fingerprint', models.CharField(max_length=1000)),
-                ('rejected_fingerprint', models.CharField(blank=True, max_length=1000)),
-                ('first_seen', models.DateTimeField(verbose_name='first seen')),
-                ('last_seen', models.DateTimeField(verbose_name='last seen')),
-                ('closed_at', models.DateTimeField(blank=True, null=True, verbose_name='closed at')),
-                ('snoozed_until', models.DateField(blank=True, null=True, verbose_name='snoozed until')),
-                ('decision_note', models.TextField(blank=True, verbose_name='note')),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('assignee_department', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='efficiency.department', verbose_name='assigned to')),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='efficiency.cluster', verbose_name='cluster')),
-                ('department', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='recommendations', to='efficiency.department', verbose_name='department')),
-                ('jobs', models.ManyToManyField(blank=True, related_name='recommendations', to='efficiency.job', verbose_name='jobs')),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='efficiency.node', verbose_name='node')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("rule", models.CharField(db_index=True, max_length=60, verbose_name="rule")),
+                (
+                    "subject_kind",
+                    models.CharField(
+                        choices=[
+                            ("job_family", "Job family"),
+                            ("user", "User"),
+                            ("department", "Department"),
+                            ("node", "Node"),
+                        ],
+                        max_length=20,
+                        verbose_name="subject",
+                    ),
+                ),
+                ("subject_key", models.CharField(max_length=500, verbose_name="subject key")),
+                ("user_name", models.CharField(blank=True, max_length=150, verbose_name="user")),
+                (
+                    "name_pattern",
+                    models.CharField(blank=True, max_length=500, verbose_name="job name pattern"),
+                ),
+                ("job_count", models.PositiveIntegerField(default=0, verbose_name="jobs")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("proposed", "Proposed"),
+                            ("accepted", "Accepted"),
+                            ("rejected", "Rejected"),
+                            ("snoozed", "Snoozed"),
+                            ("closed", "Resolved by itself"),
+                        ],
+                        default="proposed",
+                        max_length=20,
+                        verbose_name="state",
+                    ),
+                ),
+                ("observed", models.TextField(verbose_name="observed")),
+                ("ideal", models.TextField(verbose_name="ideal")),
+                ("change", models.TextField(verbose_name="change")),
+                ("evidence", models.JSONField(blank=True, default=list, verbose_name="evidence")),
+                ("config", models.JSONField(blank=True, default=list, verbose_name="config values")),
+                ("metrics", models.JSONField(blank=True, default=dict, verbose_name="metric window")),
+                ("params", models.JSONField(blank=True, default=dict)),
+                (
+                    "gain_gpu_h_week",
+                    models.FloatField(default=0.0, verbose_name="expected gain (GPU-hours per week)"),
+                ),
+                ("gain_pct", models.FloatField(default=0.0, verbose_name="expected gain (%)")),
+                ("gpu_h_week", models.FloatField(default=0.0, verbose_name="GPU-hours per week")),
+                (
+                    "confidence",
+                    models.CharField(
+                        choices=[("high", "High"), ("medium", "Medium"), ("low", "Low")],
+                        max_length=10,
+                        verbose_name="confidence",
+                    ),
+                ),
+                ("fingerprint", models.CharField(max_length=1000)),
+                ("rejected_fingerprint", models.CharField(blank=True, max_length=1000)),
+                ("first_seen", models.DateTimeField(verbose_name="first seen")),
+                ("last_seen", models.DateTimeField(verbose_name="last seen")),
+                ("closed_at", models.DateTimeField(blank=True, null=True, verbose_name="closed at")),
+                ("snoozed_until", models.DateField(blank=True, null=True, verbose_name="snoozed until")),
+                ("decision_note", models.TextField(blank=True, verbose_name="note")),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "assignee_department",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="efficiency.department",
+                        verbose_name="assigned to",
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="efficiency.cluster",
+                        verbose_name="cluster",
+                    ),
+                ),
+                (
+                    "department",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="recommendations",
+                        to="efficiency.department",
+                        verbose_name="department",
+                    ),
+                ),
+                (
+                    "jobs",
+                    models.ManyToManyField(
+                        blank=True, related_name="recommendations", to="efficiency.job", verbose_name="jobs"
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="efficiency.node",
+                        verbose_name="node",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'recommendation',
-                'verbose_name_plural': 'recommendations',
-                'ordering': ['-gain_gpu_h_week', 'pk'],
+                "verbose_name": "recommendation",
+                "verbose_name_plural": "recommendations",
+                "ordering": ["-gain_gpu_h_week", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='RecommendationDecision',
+            name="RecommendationDecision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action', models.CharField(choices=[('proposed', 'Proposed'), ('accepted', 'Accepted'), ('rejected', 'Rejected'), ('snoozed', 'Snoozed'), ('reopened', 'Reopened'), ('closed', 'Resolved by itself'), ('commented', 'Commented')], max_length=20, verbose_name='action')),
-                ('at', models.DateTimeField(verbose_name='at')),
-                ('text', models.TextField(blank=True, verbose_name='reason or comment')),
-                ('snoozed_until', models.DateField(blank=True, null=True)),
-                ('assignee_department', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='efficiency.department')),
-                ('recommendation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='efficiency.recommendation')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL, verbose_name='by')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("proposed", "Proposed"),
+                            ("accepted", "Accepted"),
+                            ("rejected", "Rejected"),
+                            ("snoozed", "Snoozed"),
+                            ("reopened", "Reopened"),
+                            ("closed", "Resolved by itself"),
+                            ("commented", "Commented"),
+                        ],
+                        max_length=20,
+                        verbose_name="action",
+                    ),
+                ),
+                ("at", models.DateTimeField(verbose_name="at")),
+                ("text", models.TextField(blank=True, verbose_name="reason or comment")),
+                ("snoozed_until", models.DateField(blank=True, null=True)),
+                (
+                    "assignee_department",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="efficiency.department",
+                    ),
+                ),
+                (
+                    "recommendation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="decisions",
+                        to="efficiency.recommendation",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="by",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'recommendation decision',
-                'verbose_name_plural': 'recommendation decisions',
-                'ordering': ['at', 'pk'],
+                "verbose_name": "recommendation decision",
+                "verbose_name_plural": "recommendation decisions",
+                "ordering": ["at", "pk"],
             },
         ),
         migrations.AddIndex(
-            model_name='recommendation',
-            index=models.Index(fields=['state', '-gain_gpu_h_week'], name='efficiency__state_9b6390_idx'),
+            model_name="recommendation",
+            index=models.Index(fields=["state", "-gain_gpu_h_week"], name="efficiency__state_9b6390_idx"),
         ),
         migrations.AddIndex(
-            model_name='recommendation',
-            index=models.Index(fields=['department', 'state'], name='efficiency__departm_d78393_idx'),
+            model_name="recommendation",
+            index=models.Index(fields=["department", "state"], name="efficiency__departm_d78393_idx"),
         ),
         migrations.AddConstraint(
-            model_name='recommendation',
-            constraint=models.UniqueConstraint(fields=('rule', 'subject_kind', 'subject_key'), name='recommendation_unique_subject'),
+            model_name="recommendation",
+            constraint=models.UniqueConstraint(
+                fields=("rule", "subject_kind", "subject_key"), name="recommendation_unique_subject"
+            ),
         ),
         migrations.RunPython(grant, migrations.RunPython.noop),
     ]

@@ -358,23 +358,23 @@ def _family_misconfig(
     project: str,
     suffix: str,
     kind: str,
-    rdma: bool,
     interactive: bool,
 ) -> str:
-    """The misconfiguration of a job family, the same for every run of it (see ``_draw``).
-    On an RDMA pool, sockets are twice as likely as each other kind, so that the fintech case is
-    always present among multi-node families."""
+    """The misconfiguration of a job family, the same for every run of it (see ``_draw``); a run
+    shows it where it can (sockets between RDMA nodes, the cache outside pretraining)."""
     if interactive:
         return ""
     rng = _rng(seed, "family-misconfig", department, user, family_name(project, suffix))
     if rng.random() >= share:
         return ""
-    eligible = ["stock_framework"]
+    # The same draw whatever pool or shape a run gets: a family's runs land on different pools.
+    # Sockets come up twice as often as each other kind, so that the fintech case is always present.
+    # A pretraining family (its name says so: the kind follows from the name) reads pre-staged
+    # shards, so its cache mode is never the problem.
+    kinds = ("stock_framework", "nccl_socket", "nccl_socket")
     if kind != "pretrain":
-        eligible.append("storage_metadata_only")
-    if rdma:
-        eligible += ["nccl_socket", "nccl_socket"]
-    return eligible[rng.randrange(len(eligible))]
+        kinds += ("storage_metadata_only",)
+    return kinds[rng.randrange(len(kinds))]
 
 
 def misconfig_truth(job: SimJob) -> str:
@@ -851,7 +851,7 @@ class ClusterSimulator:
         # sockets only between nodes of an RDMA pool, the dataset cache only where data is read
         # in bulk (not pretraining on pre-staged shards).
         family = _family_misconfig(
-            self.seed, self.misconfig_share, department, user, project, suffix, kind, pool.rdma, interactive
+            self.seed, self.misconfig_share, department, user, project, suffix, kind, interactive
         )
         misconfig = ""
         if family == "nccl_socket":

@@ -78,6 +78,9 @@ class JobMetrics:
     idle_minutes: float = 0.0  # the longest stretch held near 0% activity
     idle_until: datetime | None = None  # when that stretch ended (None: still going on)
     gpus_active: int | None = None  # GPUs with activity above the idle line over the window
+    # The job shared its nodes with other jobs: its activity is its share of the nodes' activity,
+    # an estimate (busier neighbours lift it), not a measurement of its own GPUs.
+    shared: bool = False
 
     @property
     def activity(self) -> float | None:
@@ -196,6 +199,9 @@ class Rule:
     # job without metrics nothing about activity): the family's latest job the rule can judge
     # decides whether its recommendation still holds.
     judges: Callable[..., bool] = lambda job, settings: True
+    # Where the cause is a setting, whether a job still has it (the rule's metric gate aside):
+    # None means the rule's own finding decides.
+    cause: Callable[..., bool] | None = None
 
 
 def _gain(speedup: float) -> float:
@@ -346,29 +352,41 @@ def _starved(job: JobView, settings: Settings) -> float | None:
     metrics = job.metrics
     if metrics is None or metrics.activity is None or metrics.allocated_gpu_h < settings.min_gpu_h:
         return None
+    if metrics.shared:
+        return None  # its share of busier neighbours' activity says nothing of its own input
     activity = metrics.activity
     return activity if activity * 100 < settings.starved_activity_pct else None
 
 
 def storage_cache_metadata_only(job: JobView, settings: Settings) -> Finding | None:
     """Dataset read through a parallel file system cache in metadata-only mode (or never warmed)
-    while the GPUs wait on input."""
+    while the GPUs wait on input.
+
+    A job that had its nodes to itself must show it (activity below the starved line); for a job
+    that shared its nodes the activity is only an estimate that busier neighbours lift, so the
+    setting alone is reported, with low confidence.
+    """
     mode = job.storage_cache_mode
     if mode not in ("metadata-only", "metadata_only", "metadata", "cold", "not-warmed"):
         return None
-    activity = _starved(job, settings)
-    if activity is None:
+    metrics = job.metrics
+    if metrics is None or metrics.activity is None or metrics.allocated_gpu_h < settings.min_gpu_h:
         return None
-    wait_share = 1.0 - activity / (settings.starved_activity_pct / 100)
+    activity = metrics.activity
+    line = settings.starved_activity_pct / 100
+    if activity >= line and not metrics.shared:
+        return None
+    wait_share = max(0.0, 1.0 - activity / line)
     return Finding(
         rule="storage.cache-metadata-only",
-        observed=f"storage_cache_mode={mode}; activity {activity * 100:.0f}%",
+        observed=f"storage_cache_mode={mode}; activity {activity * 100:.0f}%"
+        + (" (shared nodes: estimate)" if metrics.shared else ""),
         ideal=f"storage_cache_mode=full-data; activity ≥ {settings.starved_activity_pct:.0f}%",
         change="storage_cache_mode=full-data",
         gain_share=max(0.0, min(0.95, wait_share * _gain(40.0))),
-        confidence=HIGH,
+        confidence=LOW if metrics.shared else HIGH,
         config=(("storage_cache_mode", mode, "full-data"),),
-        params={"activity_pct": round(activity * 100, 1)},
+        params={"activity_pct": round(activity * 100, 1), "shared": metrics.shared},
     )
 
 
@@ -540,6 +558,16 @@ def _measured(job: JobView, settings: Settings) -> bool:
     return job.metrics is not None and job.metrics.allocated_gpu_h >= settings.min_gpu_h
 
 
+def _cache_mode_known(job: JobView, settings: Settings) -> bool:
+    return bool(job.storage_cache_mode)
+
+
+def _metadata_only(job: JobView, settings: Settings) -> bool:
+    """The storage rule holds while the family's runs keep the cache mode: a run that happens to
+    be busier does not close it, a run with full-data caching does."""
+    return job.storage_cache_mode.startswith(("metadata", "cold", "not-warmed"))
+
+
 def _precision_known(job: JobView, settings: Settings) -> bool:
     return job.log is not None and job.log.precision is not None
 
@@ -576,7 +604,8 @@ JOB_RULES: tuple[Rule, ...] = (
         ("config", "metrics"),
         40.0,
         storage_cache_metadata_only,
-        _measured,
+        _cache_mode_known,
+        _metadata_only,
     ),
     Rule(
         "input.pipeline-starved",
@@ -697,10 +726,15 @@ ALL_RULE_IDS = (
 )
 
 
-def judged_rules(job: JobView, settings: Settings | None = None) -> set[str]:
-    """The job rules that can judge this job (see ``Rule.judges``)."""
+def judged_rules(job: JobView, settings: Settings | None = None) -> dict[str, bool | None]:
+    """The job rules that can judge this job (see ``Rule.judges``), each with whether the job has
+    the rule's cause where the rule names one (else None: the finding decides)."""
     settings = settings or Settings()
-    return {rule.id for rule in JOB_RULES if rule.judges(job, settings)}
+    return {
+        rule.id: (rule.cause(job, settings) if rule.cause is not None else None)
+        for rule in JOB_RULES
+        if rule.judges(job, settings)
+    }
 
 
 def audit_job(job: JobView, settings: Settings | None = None) -> list[Finding]:

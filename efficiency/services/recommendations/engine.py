@@ -12,7 +12,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -195,12 +195,14 @@ def _job_views(rows: list[dict], *, now: datetime, window_start: datetime, rules
             if data:
                 facts[job_id] = LogFacts.from_dict(data)
     rdma: dict[int, list[bool]] = defaultdict(list)
+    node_gpus: dict[int, int] = defaultdict(int)
     through = Job.nodes.through
     for start in range(0, len(ids), 5000):
-        for job_id, capable in through.objects.filter(job_id__in=ids[start : start + 5000]).values_list(
-            "job_id", "node__rdma_capable"
+        for job_id, capable, gpus in through.objects.filter(job_id__in=ids[start : start + 5000]).values_list(
+            "job_id", "node__rdma_capable", "node__gpu_count"
         ):
             rdma[job_id].append(capable)
+            node_gpus[job_id] += gpus
     mtbf = _mtbf_per_node_h(now=now)
     views = []
     for row in rows:
@@ -219,11 +221,20 @@ def _job_views(rows: list[dict], *, now: datetime, window_start: datetime, rules
                 config=row["config"] if isinstance(row["config"], dict) else {},
                 framework=row["framework"],
                 log=facts.get(row["pk"]),
-                metrics=metrics.get(row["pk"]),
+                metrics=_with_sharing(metrics.get(row["pk"]), row, node_gpus.get(row["pk"])),
                 checkpoint_mtbf_h=mtbf / nodes if mtbf is not None else None,
             )
         )
     return views
+
+
+def _with_sharing(metrics: JobMetrics | None, row: dict, node_gpus: int | None) -> JobMetrics | None:
+    """Mark a job that did not hold every GPU of its nodes: its activity is a share of theirs."""
+    if metrics is None:
+        return None
+    held = (row["gpu_milli"] or row["gpu_count"] * 1000) / 1000
+    shared = node_gpus is None or held < node_gpus
+    return replace(metrics, shared=shared) if shared else metrics
 
 
 def _job_metrics(ids: list[int], *, window_start: datetime, rules: Settings) -> dict[int, JobMetrics]:
@@ -302,10 +313,10 @@ def _latest_rules(findings: list[JobFindings], rules: Settings) -> dict[str, set
             continue
         key = family_key(item.job.department, item.job.user, item.job.name)
         found = {f.rule for f in item.findings}
-        for rule in judged_rules(item.job, rules):
+        for rule, cause in judged_rules(item.job, rules).items():
             previous = latest.get((key, rule))
             if previous is None or item.start >= previous[0]:
-                latest[(key, rule)] = (item.start, rule in found)
+                latest[(key, rule)] = (item.start, rule in found if cause is None else cause)
     holding: dict[str, set[str]] = defaultdict(set)
     for (key, rule), (_, holds) in latest.items():
         if holds:
