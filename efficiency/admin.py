@@ -28,10 +28,13 @@ from efficiency.models import (
     Gpu,
     Incident,
     Job,
+    JobLogFacts,
     Node,
     NodeStateChange,
     Quota,
     QuotaCycle,
+    Recommendation,
+    RecommendationDecision,
     SourceRun,
     WorkerHeartbeat,
 )
@@ -512,3 +515,43 @@ class NodeStateChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["state"]
     search_fields = ["node__hostname"]
     list_select_related = ["node", "incident", "actor"]
+
+
+# --- Recommendations: decided on the portal's pages, read here ------------------------------------
+
+
+class RecommendationDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = RecommendationDecision
+    fields = ["at", "action", "user", "text", "snoozed_until", "assignee_department"]
+    readonly_fields = fields
+    extra = 0
+
+
+@admin.register(Recommendation)
+class RecommendationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The review itself happens on the portal's queue (accept, reject, snooze, with reasons)."""
+
+    list_display = [
+        "pk",
+        "rule",
+        "subject_key",
+        "department",
+        "state",
+        "gain_gpu_h_week",
+        "confidence",
+        "last_seen",
+    ]
+    list_filter = ["state", "rule", "confidence", "department"]
+    search_fields = ["rule", "subject_key", "user_name"]
+    list_select_related = ["department"]
+    exclude = ["jobs"]
+    inlines = [RecommendationDecisionInline]
+
+
+@admin.register(JobLogFacts)
+class JobLogFactsAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """What each job's logs said about its set-up (NCCL transports, settings), read once per chunk."""
+
+    list_display = ["job", "last_chunk_id", "updated_at"]
+    search_fields = ["job__external_id"]
+    list_select_related = ["job"]
