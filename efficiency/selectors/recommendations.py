@@ -125,3 +125,14 @@ def _line_context(job: Job, stream: str, line: int, radius: int) -> list[tuple[i
             return [(first + i, lines[i], first + i == line) for i in range(low, high)]
         first += chunk_lines
     return []
+
+
+def what_to_fix_summary(*, user: User, department_ids: list[int]) -> dict[int, tuple[int, float]]:
+    """Per department: open recommendations (its own and those assigned to it) and the GPU-hours a
+    week they would save, for the links on the department page and a head's home."""
+    summary = {}
+    for department_id in department_ids:
+        recs = department_open_recommendations(user=user, department_id=department_id)
+        gains = list(recs.values_list("gain_gpu_h_week", flat=True))
+        summary[department_id] = (len(gains), sum(gains))
+    return summary

@@ -9,6 +9,7 @@ from efficiency.forms import time_range_from_request
 from efficiency.scoping import user_role
 from efficiency.selectors.home import head_home_summary, home_summary
 from efficiency.selectors.inventory import department_list, gpu_ownership_summary
+from efficiency.selectors.recommendations import what_to_fix_summary
 from efficiency.selectors.sources import source_status_list
 from efficiency.services.health import worker_heartbeat_list
 from efficiency.views.usage import trend_figure
@@ -59,4 +60,8 @@ def department_head_home(request: HttpRequest) -> HttpResponse:
         allocation_change=home.allocation_change,
         trend_figure=trend_figure(home.series),
     )
+    fixes = what_to_fix_summary(
+        user=request.user, department_ids=[row.department.pk for row in home.departments]
+    )
+    context["what_to_fix"] = [(row.department, *fixes[row.department.pk]) for row in home.departments]
     return render(request, _TEMPLATES[Role.DEPARTMENT_HEAD], context)

@@ -17,6 +17,7 @@ from efficiency.selectors.inventory import (
 )
 from efficiency.selectors.jobs import job_list
 from efficiency.selectors.queue import queue_summary, started_wait_stats
+from efficiency.selectors.recommendations import what_to_fix_summary
 from efficiency.selectors.usage import (
     idle_allocation_list,
     job_usage_count,
@@ -66,6 +67,9 @@ def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
     )
     context["waits"] = started_wait_stats(user=request.user, time_range=time_range, department=department)
     context["nodes"] = node_list(user=request.user).filter(owner_department=department)
+    context["fix_count"], context["fix_gain"] = what_to_fix_summary(
+        user=request.user, department_ids=[department.pk]
+    )[department.pk]
     return render(request, "efficiency/inventory/department_detail.html", context)
 
 

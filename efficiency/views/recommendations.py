@@ -4,6 +4,7 @@ and decisions, and a department's "What to fix"."""
 from datetime import date
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -16,6 +17,7 @@ from efficiency.choices import Confidence, RecommendationState, RecommendationSu
 from efficiency.filters import RecommendationFilter
 from efficiency.permissions import RECOMMENDATION_READERS as READERS
 from efficiency.permissions import RECOMMENDATION_REVIEWERS as REVIEWERS
+from efficiency.permissions import has_role
 from efficiency.recommendation_messages import RULES, rule_title, subject_text
 from efficiency.selectors import recommendations as selectors
 from efficiency.selectors.inventory import department_get, department_list
@@ -147,6 +149,8 @@ def recommendation_decide_view(request: HttpRequest, pk: int, action: str) -> Ht
     rec = get_or_404(selectors.recommendation_get, user=request.user, pk=pk)
     if action not in (services.ACCEPT, services.REJECT, services.SNOOZE, services.COMMENT):
         raise Http404(action)
+    if action != services.COMMENT and not has_role(request.user, REVIEWERS):
+        raise PermissionDenied  # deciding is the platform admins' (the review queue)
     kwargs = {"text": request.POST.get("text", "")}
     if action == services.SNOOZE:
         try:
