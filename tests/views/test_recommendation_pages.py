@@ -143,7 +143,7 @@ def test_accept_reject_snooze_comment_are_recorded(client, org, recs):
     assert stock.state == RecommendationState.REJECTED
     # An accepted one cannot be accepted again.
     page = decide(socket, "accept").content.decode()
-    assert "You cannot accept a recommendation that is accepted." in page
+    assert "A recommendation that is accepted cannot be accepted." in page
     # The head comments on their department's; the comment shows in the history.
     client.force_login(org.head_a)
     decide(socket, "comment", text="Container fixed in our image v3.")

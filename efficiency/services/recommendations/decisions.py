@@ -62,9 +62,15 @@ def _text(value: str | None, *, required: bool, what: str) -> str:
 
 def _check(recommendation: Recommendation, user: User, action: str) -> None:
     if action not in recommendation_actions(recommendation, user):
+        done = {
+            ACCEPT: _("accepted"),
+            REJECT: _("rejected"),
+            SNOOZE: _("snoozed"),
+            COMMENT: _("commented on"),
+        }[action]
         raise RecommendationDecisionRefused(
-            _("You cannot %(action)s a recommendation that is %(state)s.")
-            % {"action": action, "state": recommendation.get_state_display().lower()}
+            _("A recommendation that is %(state)s cannot be %(done)s.")
+            % {"state": recommendation.get_state_display().lower(), "done": done}
         )
 
 
