@@ -92,7 +92,8 @@ def test_chinese_sentences_use_full_width_commas_colons_semicolons_and_parenthes
 
 # English words that have a proper Chinese word; product and protocol names (GPU, NCCL, Slurm,
 # MTTR, …) and API literals (true, null) stay as they are.
-ENGLISH_WITH_A_CHINESE_WORD = re.compile(r"\b(pp|[Ww]orkers?|Socket)\b")
+# A literal setting (NCCL_NET=Socket, NET/Socket) stays as the software spells it.
+ENGLISH_WITH_A_CHINESE_WORD = re.compile(r"(?<![=/])\b(pp|[Ww]orkers?|Socket)\b")
 
 
 def test_no_english_word_is_left_where_chinese_has_one():
