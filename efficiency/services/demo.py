@@ -33,6 +33,7 @@ from efficiency.services.faults import (
     incidents_refresh,
 )
 from efficiency.services.ingest import jobs_ingest
+from efficiency.services.recommendations import recommendations_refresh
 from efficiency.services.rollups import rollups_refresh
 from efficiency.services.sources import gpu_readings_store, source_collect
 from efficiency.simulator.model import ClusterSimulator
@@ -180,6 +181,8 @@ def demo_history_backfill(
     node_classes_refresh(cluster=cluster, now=until)
     progress("quotas", 0.0)
     demo_quota_history(cluster=cluster, history_start=start, now=until)
+    # The nightly full run of the recommendation engine, so that the first page shows its findings.
+    recommendations_refresh(now=until, full=True)
     return counts
 
 

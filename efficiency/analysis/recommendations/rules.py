@@ -647,10 +647,12 @@ class FamilyWindow:
 
     @property
     def activity(self) -> float | None:
+        """Engine activity (GR_ENGINE_ACTIVE, else GPU_UTIL): the portal's utilization, which is
+        what "efficiency" means to Job Defense Shield; SM activity would call most healthy
+        fine-tuning inefficient (public traces: SM_ACTIVE medians of 33–50%)."""
         if self.allocated_gpu_h <= 0:
             return None
-        busy = self.sm_busy_gpu_h if self.sm_busy_gpu_h is not None else self.busy_gpu_h
-        return min(1.0, busy / self.allocated_gpu_h)
+        return min(1.0, self.busy_gpu_h / self.allocated_gpu_h)
 
 
 def low_efficiency(window: FamilyWindow, settings: Settings) -> Finding | None:
@@ -730,11 +732,22 @@ def judged_rules(job: JobView, settings: Settings | None = None) -> dict[str, bo
     """The job rules that can judge this job (see ``Rule.judges``), each with whether the job has
     the rule's cause where the rule names one (else None: the finding decides)."""
     settings = settings or Settings()
-    return {
+    judged = {
         rule.id: (rule.cause(job, settings) if rule.cause is not None else None)
         for rule in JOB_RULES
         if rule.judges(job, settings)
     }
+    if _checkpoints_timed(job):
+        judged["reliability.checkpoint-interval"] = None
+    return judged
+
+
+def _checkpoints_timed(job: JobView) -> bool:
+    """Enough timed saves and a measured failure rate to judge the checkpoint interval."""
+    log = job.log
+    if log is None or job.checkpoint_mtbf_h is None or log.checkpoint_cost_s is None:
+        return False
+    return sum(1 for moment, _ in log.checkpoint_saves if moment is not None) >= 3
 
 
 def audit_job(job: JobView, settings: Settings | None = None) -> list[Finding]:

@@ -260,18 +260,20 @@ def test_overrequested():
 
 
 def test_low_efficiency_over_days():
-    # 200 GPU-hours at 10% SM activity over 7 days: below 25%, above 50 GPU-hours.
+    # 200 GPU-hours at 10% engine activity over 7 days: below 25%, above 50 GPU-hours.
     finding = low_efficiency(
-        FamilyWindow(days=7, allocated_gpu_h=200, busy_gpu_h=60, sm_busy_gpu_h=20), SETTINGS
+        FamilyWindow(days=7, allocated_gpu_h=200, busy_gpu_h=20, sm_busy_gpu_h=12), SETTINGS
     )
     assert finding is not None
     assert finding.gain_gpu_h == pytest.approx(200 * (1 - 0.10 / 0.25))
+    # Too few GPU-hours to matter.
     assert (
         low_efficiency(FamilyWindow(days=7, allocated_gpu_h=40, busy_gpu_h=0, sm_busy_gpu_h=0), SETTINGS)
         is None
     )
+    # Engine busy 60% with SM at 20% is healthy fine-tuning, not low efficiency.
     assert (
-        low_efficiency(FamilyWindow(days=7, allocated_gpu_h=200, busy_gpu_h=60, sm_busy_gpu_h=60), SETTINGS)
+        low_efficiency(FamilyWindow(days=7, allocated_gpu_h=200, busy_gpu_h=120, sm_busy_gpu_h=40), SETTINGS)
         is None
     )
 
