@@ -425,7 +425,8 @@ except ValueError as error:
 # PORTAL_IDLE_ACTIVITY_PCT are idle: a warning at 60 and 105 minutes, a release proposed at 120
 # (Princeton's Job Defense Shield). A job family below PORTAL_LOW_EFFICIENCY_PCT activity over 7
 # days with at least PORTAL_LOW_EFFICIENCY_MIN_GPU_H GPU-hours is low-efficiency.
-# PORTAL_ACCELERATED_IMAGES / PORTAL_STOCK_IMAGES (comma-separated image repositories) tell the
+# A change that saves less than PORTAL_RECOMMENDATION_MIN_GAIN_PCT of a family's GPU time is not
+# proposed. PORTAL_ACCELERATED_IMAGES / PORTAL_STOCK_IMAGES (comma-separated image repositories) tell the
 # acceleration library's images from stock framework images.
 PORTAL_RECOMMENDATION_WINDOW_DAYS = env_int("PORTAL_RECOMMENDATION_WINDOW_DAYS", 14)
 PORTAL_RECOMMENDATIONS: dict = {
@@ -436,6 +437,7 @@ PORTAL_RECOMMENDATIONS: dict = {
     "low_efficiency_pct": env_float("PORTAL_LOW_EFFICIENCY_PCT", 25.0),
     "low_efficiency_min_gpu_h": env_float("PORTAL_LOW_EFFICIENCY_MIN_GPU_H", 50.0),
     "starved_activity_pct": env_float("PORTAL_STARVED_ACTIVITY_PCT", 35.0),
+    "min_gain_pct": env_float("PORTAL_RECOMMENDATION_MIN_GAIN_PCT", 2.0),
     "accelerated_images": tuple(
         env_list("PORTAL_ACCELERATED_IMAGES", "registry.internal/ai-platform/accel-train")
     ),

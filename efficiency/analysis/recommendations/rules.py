@@ -58,6 +58,7 @@ class Settings:
     overrequest_ratio: float = 0.5  # GPUs used / held below this
     checkpoint_ratio: float = 2.0  # observed / optimal interval above this (or below its inverse)
     min_gpu_h: float = 1.0  # a job family below this per window is not worth a recommendation
+    min_gain_pct: float = 2.0  # a change that saves less than this share is not proposed
     accelerated_images: tuple[str, ...] = ("registry.internal/ai-platform/accel-train",)
     stock_images: tuple[str, ...] = (
         "pytorch/pytorch",

@@ -164,6 +164,7 @@ def recommendations_refresh(*, now: datetime | None = None, full: bool = False) 
             full=full,
             now=now,
             summary=summary,
+            min_gain_pct=rules.min_gain_pct,
         )
     for draft in drafts:
         summary.rules[draft.rule] = summary.rules.get(draft.rule, 0) + 1
@@ -433,6 +434,7 @@ def _store(
     full: bool,
     now: datetime,
     summary: RefreshSummary,
+    min_gain_pct: float,
 ) -> None:
     existing = {
         (rec.rule, rec.subject_kind, rec.subject_key): rec
@@ -451,6 +453,8 @@ def _store(
         holding.add(key)
         values = _values(draft, now=now)
         if rec is None:
+            if kind == RecommendationSubject.JOB_FAMILY and draft.gain_pct < min_gain_pct:
+                continue  # not worth proposing; one already proposed keeps being updated
             rec = Recommendation.objects.create(
                 rule=draft.rule,
                 subject_kind=kind,
