@@ -41,12 +41,12 @@ def recommendation_get(*, user: User, pk: int) -> Recommendation:
 
 
 def department_open_recommendations(*, user: User, department_id: int) -> QuerySet[Recommendation]:
-    """A department's "What to fix": open recommendations, most GPU-hours to gain first."""
-    return recommendation_list(user=user).filter(
-        department_id=department_id, state__in=RecommendationState.open()
-    ) | recommendation_list(user=user).filter(
-        assignee_department_id=department_id, state__in=RecommendationState.open()
+    """A department's "What to fix": open recommendations that would save GPU time, most GPU-hours
+    to gain first (a hot node is a capacity signal for the committee, nothing for it to fix)."""
+    visible = recommendation_list(user=user).filter(
+        state__in=RecommendationState.open(), gain_gpu_h_week__gt=0
     )
+    return visible.filter(department_id=department_id) | visible.filter(assignee_department_id=department_id)
 
 
 def recommendation_jobs(*, user: User, recommendation: Recommendation, limit: int = 20) -> list[Job]:

@@ -479,7 +479,8 @@ def stock_framework(job: JobView, settings: Settings) -> Finding | None:
         return None
     if _image_matches(job.image, settings.accelerated_images):
         return None
-    if not _image_matches(job.image, settings.stock_images) and job.framework != "pytorch":
+    stock_image = _image_matches(job.image, settings.stock_images)
+    if not stock_image and job.framework != "pytorch":
         return None
     if "jupyter" in " ".join(job.launcher_args):
         return None  # an interactive session: nothing to train faster
@@ -490,7 +491,7 @@ def stock_framework(job: JobView, settings: Settings) -> Finding | None:
         ideal=ideal,
         change=f"image: {ideal}",
         gain_share=_gain(2.0),
-        confidence=MEDIUM if job.framework != "pytorch" else HIGH,
+        confidence=HIGH if stock_image else MEDIUM,
         config=(("image", job.image, ideal),),
     )
 
