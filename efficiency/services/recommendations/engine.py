@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Avg, F, Q, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from efficiency.analysis.recommendations.families import Draft, JobFindings, family_key, group_findings
@@ -34,6 +35,7 @@ from efficiency.analysis.recommendations.rules import (
 )
 from efficiency.choices import FaultCategory, RecommendationAction, RecommendationState, RecommendationSubject
 from efficiency.models import (
+    GpuSample,
     Incident,
     Job,
     JobHour,
@@ -206,6 +208,10 @@ def _job_views(rows: list[dict], *, now: datetime, window_start: datetime, rules
             node_gpus[job_id] += gpus
     mtbf = _mtbf_per_node_h(now=now)
     views = []
+    metrics = {
+        row["pk"]: _with_sharing(metrics.get(row["pk"]), row, node_gpus.get(row["pk"])) for row in rows
+    }
+    active = _gpus_active(rows, metrics, now=now, rules=rules)
     for row in rows:
         capable = rdma.get(row["pk"])
         nodes = row["node_count"] or 1
@@ -222,11 +228,55 @@ def _job_views(rows: list[dict], *, now: datetime, window_start: datetime, rules
                 config=row["config"] if isinstance(row["config"], dict) else {},
                 framework=row["framework"],
                 log=facts.get(row["pk"]),
-                metrics=_with_sharing(metrics.get(row["pk"]), row, node_gpus.get(row["pk"])),
+                metrics=(
+                    replace(metrics[row["pk"]], gpus_active=active[row["pk"]])
+                    if row["pk"] in active
+                    else metrics[row["pk"]]
+                ),
                 checkpoint_mtbf_h=mtbf / nodes if mtbf is not None else None,
             )
         )
     return views
+
+
+MAX_GPU_COUNT_CHECKS = 2_000  # jobs per run whose GPUs are counted one by one from raw samples
+ACTIVE_GPU_PCT = 5.0  # a GPU whose mean activity over the job reached this was used
+
+
+def _gpus_active(
+    rows: list[dict], metrics: dict[int, JobMetrics | None], *, now: datetime, rules: Settings
+) -> dict[int, int]:
+    """How many of its GPUs each candidate job really used, counted from the raw samples of its
+    nodes: jobs that held whole nodes (so every GPU of those nodes is theirs), at least two GPUs and
+    a GPU-hour, and a low activity (a busy job uses its GPUs). The busiest candidates by GPU-hours
+    first, at most ``MAX_GPU_COUNT_CHECKS`` a run."""
+    candidates = [
+        row
+        for row in rows
+        if (m := metrics.get(row["pk"])) is not None
+        and not m.shared
+        and row["gpu_count"] >= 2
+        and m.allocated_gpu_h >= rules.min_gpu_h
+        and m.activity is not None
+        and m.activity < rules.overrequest_ratio
+        and row["started_at"] is not None
+    ]
+    candidates.sort(key=lambda row: -metrics[row["pk"]].allocated_gpu_h)
+    active: dict[int, int] = {}
+    through = Job.nodes.through
+    for row in candidates[:MAX_GPU_COUNT_CHECKS]:
+        nodes = list(through.objects.filter(job_id=row["pk"]).values_list("node_id", flat=True))
+        per_gpu = (
+            GpuSample.objects.filter(
+                node_id__in=nodes, ts__gte=row["started_at"], ts__lt=row["ended_at"] or now
+            )
+            .values("node_id", "gpu_index")
+            .annotate(mean=Avg(Coalesce("gr_engine_active_pct", "util_pct")))
+        )
+        means = [entry["mean"] for entry in per_gpu if entry["mean"] is not None]
+        if means:  # raw samples past retention: nothing to count
+            active[row["pk"]] = sum(1 for mean in means if mean >= ACTIVE_GPU_PCT)
+    return active
 
 
 def _with_sharing(metrics: JobMetrics | None, row: dict, node_gpus: int | None) -> JobMetrics | None:
