@@ -71,7 +71,8 @@ def test_gpus_idle_for_two_hours_propose_release(org, now):
 def test_incremental_run_skips_families_that_did_not_run_recently(org, now):
     old = JobFactory(
         cluster=org.cluster, department=org.dept_b, user_name="cy", name="bench-1", gpu_count=8,
-        submitted_at=now - timedelta(days=3), started_at=now - timedelta(days=3), ended_at=now - timedelta(days=2),
+        submitted_at=now - timedelta(days=3), started_at=now - timedelta(days=3),
+        ended_at=now - timedelta(days=2),
         config={"image": "pytorch/pytorch:2.3.1"},
     )  # fmt: skip
     _hours(old, now - timedelta(days=2), 3, busy_share=0.5)

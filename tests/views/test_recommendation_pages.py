@@ -72,7 +72,7 @@ def test_engine_made_one_recommendation_per_family_with_evidence(recs):
 
 
 def test_list_queue_and_detail_for_an_admin(client, org, recs):
-    socket, stock = recs
+    socket, _stock = recs
     client.force_login(org.admin)
     page = client.get(reverse("efficiency:recommendation-list")).content.decode()
     assert 'data-rule="network.nccl-socket-on-rdma"' in page
@@ -103,7 +103,7 @@ def test_heads_see_only_their_departments(client, org, recs):
 
 
 def test_what_to_fix_ranks_by_gain_in_plain_language(client, org, recs):
-    socket, _ = recs
+    _socket, _ = recs
     client.force_login(org.head_a)
     page = client.get(reverse("efficiency:department-what-to-fix", args=["vision"])).content.decode()
     assert "NCCL runs over TCP sockets on RDMA nodes" in page
@@ -154,7 +154,7 @@ def test_accept_reject_snooze_comment_are_recorded(client, org, recs):
 
 
 def test_a_rejected_recommendation_stays_rejected_until_its_evidence_changes(org, recs):
-    socket, stock = recs
+    _socket, stock = recs
     stock.state, stock.rejected_fingerprint = RecommendationState.REJECTED, stock.fingerprint
     stock.save()
     recommendations_refresh(full=True)
@@ -169,13 +169,14 @@ def test_a_rejected_recommendation_stays_rejected_until_its_evidence_changes(org
 
 
 def test_fixed_condition_closes_by_itself(org, recs):
-    socket, stock = recs
+    _socket, stock = recs
     job = org.job_b
     # The family's next run uses the acceleration library's image.
     later = type(job).objects.create(
         cluster=job.cluster, source=job.source, external_id="9999", department=job.department,
         user_name=job.user_name, name=job.name, state="running", gpu_count=8, node_count=1,
-        submitted_at=timezone.now() - timedelta(minutes=30), started_at=timezone.now() - timedelta(minutes=20),
+        submitted_at=timezone.now() - timedelta(minutes=30),
+        started_at=timezone.now() - timedelta(minutes=20),
         config={"image": "registry.internal/ai-platform/accel-train:24.05-py3"},
     )  # fmt: skip
     JobHourFactory(job=later, hour=timezone.now().replace(minute=0, second=0, microsecond=0))
