@@ -15,6 +15,7 @@ from django.utils import timezone
 from efficiency.choices import (
     ActionKind,
     CapacityAlertKind,
+    Confidence,
     FaultCategory,
     IncidentStatus,
     JobSource,
@@ -25,6 +26,9 @@ from efficiency.choices import (
     QuotaCycleOrigin,
     QuotaCycleStatus,
     QuotaEventKind,
+    RecommendationAction,
+    RecommendationState,
+    RecommendationSubject,
     Role,
     RunStatus,
     Severity,
@@ -50,6 +54,7 @@ from efficiency.models import (
     IncidentAction,
     Job,
     JobHour,
+    JobLogFacts,
     LogChunk,
     LogStreamContext,
     Node,
@@ -62,6 +67,8 @@ from efficiency.models import (
     QuotaCycle,
     QuotaEvent,
     QuotaObjection,
+    Recommendation,
+    RecommendationDecision,
     RollupDirtyHour,
     ScopeHour,
     SourceRun,
@@ -535,6 +542,73 @@ class CapacityAlertFactory(factory.django.DjangoModelFactory):
     raised_at = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=6))
     checked_at = factory.LazyFunction(timezone.now)
     gpus_needed = 8
+
+
+# --- Recommendations ---------------------------------------------------------------------------
+
+
+class RecommendationFactory(factory.django.DjangoModelFactory):
+    """A proposed recommendation on a job family: alice's ``train-bev-*`` jobs talk NCCL over TCP
+    sockets on RDMA nodes (two evidence lines of job 1001, which the factory does not link)."""
+
+    class Meta:
+        model = Recommendation
+
+    rule = "network.nccl-socket-on-rdma"
+    subject_kind = RecommendationSubject.JOB_FAMILY
+    department = factory.SubFactory(DepartmentFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+    user_name = "alice"
+    name_pattern = factory.Sequence(lambda n: f"train-bev-{n}-*")
+    subject_key = factory.LazyAttribute(lambda o: f"{o.department.code}/{o.user_name}/{o.name_pattern}")
+    job_count = 12
+    state = RecommendationState.PROPOSED
+    observed = "NCCL_NET=Socket, NCCL_IB_DISABLE=1"
+    ideal = "NCCL over InfiniBand (NET/IB, GPUDirect RDMA)"
+    change = "unset NCCL_IB_DISABLE NCCL_NET; export NCCL_IB_HCA=mlx5"
+    evidence = factory.LazyFunction(
+        lambda: [
+            {"file": "slurm-1001.out", "line": 41, "text": "NCCL INFO Using network Socket", "job": "1001"},
+            {
+                "file": "slurm-1001.out",
+                "line": 42,
+                "text": "NCCL INFO NCCL_IB_DISABLE set to 1",
+                "job": "1001",
+            },
+        ]
+    )
+    config = factory.LazyFunction(lambda: [["NCCL_IB_DISABLE", "1", "unset"], ["NCCL_NET", "Socket", "IB"]])
+    gain_gpu_h_week = 96.0
+    gain_pct = 30.0
+    gpu_h_week = 320.0
+    confidence = Confidence.HIGH
+    fingerprint = factory.LazyAttribute(lambda o: f"{o.rule}|{o.observed}")
+    first_seen = factory.LazyFunction(lambda: timezone.now() - timedelta(days=6))
+    last_seen = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=2))
+
+
+class RecommendationDecisionFactory(factory.django.DjangoModelFactory):
+    """The engine's proposal of a recommendation (no user)."""
+
+    class Meta:
+        model = RecommendationDecision
+
+    recommendation = factory.SubFactory(RecommendationFactory)
+    action = RecommendationAction.PROPOSED
+    at = factory.LazyAttribute(lambda o: o.recommendation.first_seen)
+
+
+class JobLogFactsFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = JobLogFacts
+
+    job = factory.SubFactory(JobFactory)
+    facts = factory.LazyFunction(
+        lambda: {
+            "net_socket": [{"file": "slurm-1001.out", "line": 41, "text": "NCCL INFO Using network Socket"}]
+        }
+    )
+    last_chunk_id = 0
 
 
 # --- Accounts and the portal's machinery -------------------------------------------------------

@@ -10,7 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from efficiency.choices import QuotaCycleStatus
+from efficiency.choices import QuotaCycleStatus, RecommendationState
 from efficiency.models import (
     CapacityAlert,
     Cluster,
@@ -26,12 +26,18 @@ from efficiency.models import (
     QuotaCycle,
     QuotaEvent,
     QuotaObjection,
+    Recommendation,
+    RecommendationDecision,
     SourceRun,
 )
 from efficiency.quota_explanation import explanation_steps
+from efficiency.recommendation_messages import RULES, rule_title, subject_text
+from efficiency.selectors.jobs import job_list
 from efficiency.selectors.quotas import cycle_shared_pool
+from efficiency.selectors.recommendations import recommendation_jobs
 from efficiency.services.faults import incident_operations
 from efficiency.services.quotas import EXPORT_FORMATS
+from efficiency.services.recommendations import ACCEPT, COMMENT, REJECT, SNOOZE, recommendation_actions
 from efficiency.times import display_time
 
 
@@ -572,3 +578,276 @@ class IdleAllocationSerializer(serializers.Serializer):
     end = DateTimeField()
     idle_hours = serializers.IntegerField()
     wasted_gpu_hours = serializers.FloatField()
+
+
+# --- Recommendations --------------------------------------------------------------------------
+
+# The review service keeps at most this many characters of a reason, note or comment.
+DECISION_TEXT_MAX = 2000
+RECOMMENDATION_ACTIONS = (ACCEPT, REJECT, SNOOZE, COMMENT)
+
+
+def visible_evidence_jobs(*, user, recommendations) -> dict[int, set[str]]:
+    """Per recommendation, the external ids of its jobs that ``user`` may see (one query for a
+    whole page): the evidence lines of other jobs are left out, as the pages leave them out
+    (``selectors.recommendations.recommendation_evidence``)."""
+    keys = {
+        row.get("job")
+        for rec in recommendations
+        for row in rec.evidence
+        if isinstance(row, dict) and row.get("job")
+    }
+    visible: dict[int, set[str]] = {rec.pk: set() for rec in recommendations}
+    if not keys:
+        return visible
+    pairs = (
+        job_list(user=user)
+        .filter(recommendations__in=[rec.pk for rec in recommendations], external_id__in=keys)
+        .values_list("recommendations", "external_id")
+    )
+    for rec_pk, external_id in pairs:
+        visible[rec_pk].add(external_id)
+    return visible
+
+
+def _line_number(value) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class RecommendationEvidenceSerializer(serializers.Serializer):
+    file = serializers.CharField(help_text=_("The log file (or stream) the line came from."))
+    line = serializers.IntegerField(help_text=_("1-based line number in that file."))
+    text = serializers.CharField(help_text=_("The line as written."))
+    job = serializers.CharField(help_text=_("External id of the job whose log it is."))
+
+
+class ExpectedGainSerializer(serializers.Serializer):
+    gpu_hours_per_week = serializers.FloatField(source="gain_gpu_h_week")
+    percent = serializers.FloatField(
+        source="gain_pct", help_text=_("Share of the subject's GPU-hours the change is expected to save.")
+    )
+    gpu_hours_per_week_of_family = serializers.FloatField(
+        source="gpu_h_week", help_text=_("GPU-hours a week the subject (job family, user, node) uses.")
+    )
+
+
+class RecommendationListSerializer(serializers.ListSerializer):
+    """Finds the visible evidence jobs of a whole page in one query."""
+
+    def to_representation(self, data):
+        recommendations = list(data.all() if isinstance(data, models.manager.BaseManager) else data)
+        request = self.context.get("request")
+        if request is not None:
+            self.child.visible_jobs = visible_evidence_jobs(
+                user=request.user, recommendations=recommendations
+            )
+        return super().to_representation(recommendations)
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "enum": list(RecommendationState.values),
+        "description": "\n".join(f"* `{value}` - {label}" for value, label in RecommendationState.choices),
+    },
+    component_name="RecommendationStateEnum",
+)
+class RecommendationStateField(serializers.ChoiceField):
+    """The state, named in the schema: another ``state`` enum would otherwise get a hashed name."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=RecommendationState.choices, **kwargs)
+
+
+class RecommendationSerializer(ModelSerializer):
+    """A recommendation with its rule's sentences in the request's language; what the requesting
+    user may do with it now is ``actions``."""
+
+    title = serializers.SerializerMethodField(help_text=_("The rule's title, in the request's language."))
+    why = serializers.SerializerMethodField(help_text=_("Why it matters (null for an unknown rule)."))
+    how = serializers.SerializerMethodField(
+        help_text=_("How to apply the change (null for an unknown rule).")
+    )
+    source = serializers.SerializerMethodField(
+        help_text=_("Published source of the ideal and of the expected gain (null for an unknown rule).")
+    )
+    subject = serializers.SerializerMethodField(
+        help_text=_('What it is about, as text: "user · job name pattern", a hostname, a user, a department.')
+    )
+    department = SlugRelatedField(slug_field="code", read_only=True)
+    node = SlugRelatedField(slug_field="hostname", read_only=True)
+    state = RecommendationStateField(read_only=True)
+    assignee_department = SlugRelatedField(
+        slug_field="code",
+        read_only=True,
+        help_text=_("The department that makes the change (when accepted)."),
+    )
+    config = serializers.SerializerMethodField(
+        help_text=_("The settings side by side with the ideal: [setting, observed, ideal].")
+    )
+    evidence = serializers.SerializerMethodField(
+        help_text=_("The log lines that show it, of the jobs you may see (other jobs' lines are left out).")
+    )
+    expected_gain = ExpectedGainSerializer(source="*", read_only=True)
+    actions = serializers.SerializerMethodField(
+        help_text=_("What you may do with it now: the POST actions of this recommendation.")
+    )
+
+    class Meta:
+        model = Recommendation
+        list_serializer_class = RecommendationListSerializer
+        fields = [
+            "id",
+            "rule",
+            "title",
+            "why",
+            "how",
+            "source",
+            "subject_kind",
+            "subject_key",
+            "subject",
+            "department",
+            "user_name",
+            "name_pattern",
+            "node",
+            "state",
+            "observed",
+            "ideal",
+            "change",
+            "config",
+            "evidence",
+            "expected_gain",
+            "confidence",
+            "first_seen",
+            "last_seen",
+            "closed_at",
+            "snoozed_until",
+            "assignee_department",
+            "job_count",
+            "actions",
+        ]
+        read_only_fields = fields
+
+    visible_jobs: dict[int, set[str]] | None = None
+
+    def _user(self):
+        return self.context["request"].user
+
+    def get_title(self, rec: Recommendation) -> str:
+        return rule_title(rec.rule)
+
+    def _text(self, rec: Recommendation, part: str) -> str | None:
+        text = RULES.get(rec.rule)
+        return None if text is None else str(getattr(text, part))
+
+    def get_why(self, rec: Recommendation) -> str | None:
+        return self._text(rec, "why")
+
+    def get_how(self, rec: Recommendation) -> str | None:
+        return self._text(rec, "how")
+
+    def get_source(self, rec: Recommendation) -> str | None:
+        return self._text(rec, "source")
+
+    def get_subject(self, rec: Recommendation) -> str:
+        return subject_text(rec)
+
+    @extend_schema_field(
+        {
+            "type": "array",
+            "items": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3},
+        }
+    )
+    def get_config(self, rec: Recommendation) -> list[list[str]]:
+        rows = [row for row in rec.config if isinstance(row, list | tuple)]
+        return [["" if value is None else str(value) for value in [*row, None, None][:3]] for row in rows]
+
+    @extend_schema_field(RecommendationEvidenceSerializer(many=True))
+    def get_evidence(self, rec: Recommendation) -> list[dict]:
+        if self.visible_jobs is None or rec.pk not in self.visible_jobs:
+            self.visible_jobs = visible_evidence_jobs(user=self._user(), recommendations=[rec])
+        visible = self.visible_jobs[rec.pk]
+        return [
+            {
+                "file": str(row.get("file", "")),
+                "line": _line_number(row.get("line")),
+                "text": str(row.get("text", "")),
+                "job": row["job"],
+            }
+            for row in rec.evidence
+            if isinstance(row, dict) and row.get("job") in visible
+        ]
+
+    @extend_schema_field({"type": "array", "items": {"type": "string", "enum": list(RECOMMENDATION_ACTIONS)}})
+    def get_actions(self, rec: Recommendation) -> list[str]:
+        return recommendation_actions(rec, self._user())
+
+
+class RecommendationDecisionSerializer(ModelSerializer):
+    by = SlugRelatedField(
+        source="user", slug_field="username", read_only=True, help_text=_("Who decided; null for the engine.")
+    )
+    assignee_department = SlugRelatedField(slug_field="code", read_only=True)
+
+    class Meta:
+        model = RecommendationDecision
+        fields = ["action", "by", "at", "text", "snoozed_until", "assignee_department"]
+        read_only_fields = fields
+
+
+class RecommendationDetailSerializer(RecommendationSerializer):
+    jobs = serializers.SerializerMethodField(
+        help_text=_("External ids of the 20 newest of its jobs that you may see (job_count counts them all).")
+    )
+    decisions = RecommendationDecisionSerializer(many=True, read_only=True)
+
+    class Meta(RecommendationSerializer.Meta):
+        fields = [*RecommendationSerializer.Meta.fields, "jobs", "decisions"]
+        read_only_fields = fields
+
+    def get_jobs(self, rec: Recommendation) -> list[str]:
+        return [job.external_id for job in recommendation_jobs(user=self._user(), recommendation=rec)]
+
+
+class RecommendationAcceptSerializer(serializers.Serializer):
+    department = SlugRelatedField(
+        slug_field="code",
+        queryset=Department.objects.none(),
+        required=False,
+        help_text=_("Code of the department that makes the change; by default the recommendation's."),
+    )
+    note = serializers.CharField(max_length=DECISION_TEXT_MAX, required=False, allow_blank=True)
+
+    def __init__(self, *args, departments=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if departments is not None:
+            self.fields["department"].queryset = departments
+
+
+class RecommendationRejectSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=DECISION_TEXT_MAX,
+        help_text=_("Why (required): it is not proposed again unless the evidence changes."),
+    )
+
+
+class RecommendationSnoozeSerializer(serializers.Serializer):
+    until = serializers.DateField(
+        input_formats=["%Y-%m-%d"], help_text=_("YYYY-MM-DD, after today and at most a year ahead.")
+    )
+    note = serializers.CharField(max_length=DECISION_TEXT_MAX, required=False, allow_blank=True)
+
+    def validate_until(self, value):
+        today = timezone.localdate()
+        if value <= today:
+            raise serializers.ValidationError(_("The snooze date must be after today."))
+        if (value - today).days > 366:
+            raise serializers.ValidationError(_("Snooze for at most a year."))
+        return value
+
+
+class RecommendationCommentSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=DECISION_TEXT_MAX)

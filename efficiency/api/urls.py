@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from efficiency.api import faults, inventory, quotas, sources, usage
+from efficiency.api import faults, inventory, quotas, recommendations, sources, usage
 
 app_name = "api"
 
@@ -16,6 +16,7 @@ router.register("quota-cycles", quotas.QuotaCycleViewSet, basename="quota-cycle"
 router.register("quotas", quotas.QuotaViewSet, basename="quota")
 router.register("quota-objections", quotas.QuotaObjectionViewSet, basename="quota-objection")
 router.register("capacity-alerts", quotas.CapacityAlertViewSet, basename="capacity-alert")
+router.register("recommendations", recommendations.RecommendationViewSet, basename="recommendation")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -28,6 +28,11 @@ def committee(db):
         ("/api/v1/quota-cycles/?cluster=ad%00platform", "cluster"),
         ("/api/v1/capacity-alerts/?open=perhaps", "open"),
         ("/api/v1/quota-overview/?cluster=nowhere", "cluster"),
+        ("/api/v1/recommendations/?state=open", "state"),
+        ("/api/v1/recommendations/?rule=no.such-rule", "rule"),
+        ("/api/v1/recommendations/?department=ad%00platform", "department"),
+        ("/api/v1/recommendations/?min_gain=-5", "min_gain"),
+        ("/api/v1/recommendations/?sort=hostname", "sort"),
     ],
 )
 def test_a_bad_filter_value_is_a_400_naming_the_parameter(client, committee, query, parameter):

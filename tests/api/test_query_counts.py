@@ -12,7 +12,7 @@ import time_machine
 
 from efficiency.choices import CapacityAlertKind
 from efficiency.models import CapacityAlert, FaultSignal, Incident, QuotaObjection
-from tests.factories import DepartmentFactory, JobFactory, NodeFactory
+from tests.factories import DepartmentFactory, JobFactory, NodeFactory, RecommendationFactory
 from tests.quota_fixtures import NOW, make_planning, past_cycles_make
 
 ROWS = 6
@@ -45,6 +45,18 @@ def world(db):
             node=nodes[n], occurred_at=at, detected_at=at, incident=incident,
             message="NVRM: Xid (PCI:0000:18:00): 79",
         )  # fmt: skip
+        # A job family assigned to another team, and a rule on a node (no department).
+        line = {"file": f"slurm-{job.external_id}.out", "line": 1, "text": "NCCL", "job": job.external_id}
+        family = RecommendationFactory(
+            cluster=planning.cluster, department=planning.vision, assignee_department=teams[n],
+            name_pattern=f"train-{n}", evidence=[line],
+        )  # fmt: skip
+        node_rule = RecommendationFactory(
+            cluster=planning.cluster, department=None, subject_kind="node", subject_key=nodes[n].hostname,
+            node=nodes[n], rule="storage.cache-metadata-only", evidence=[line],
+        )  # fmt: skip
+        family.jobs.add(job)
+        node_rule.jobs.add(job)
     *_, cycle = past_cycles_make(planning, ROWS, approved_by=planning.committee, extra_departments=teams)
     for n in range(1, ROWS + 1):
         CapacityAlert.objects.create(
@@ -68,6 +80,8 @@ def lists(cycle) -> dict[str, int]:
         "/api/v1/jobs/": 6,
         "/api/v1/incidents/": 6,
         "/api/v1/fault-signals/": 6,
+        # ... the evidence's jobs the caller may see (one query for the page).
+        "/api/v1/recommendations/": 7,
         # ... the cluster, and every quota of the cycles on the page for their shared pools.
         "/api/v1/quota-cycles/": 8,
         # ... the cycle with its quotas, objections and events.

@@ -15,6 +15,7 @@ from rest_framework.test import APIRequestFactory
 from efficiency.api.params import KnownQueryParams
 from efficiency.models import FaultSignal, Incident
 from efficiency.services import quotas as quota_services
+from tests.factories import RecommendationFactory
 from tests.quota_fixtures import NOW, SETTINGS, make_planning
 
 HYPOTHESIS = settings(
@@ -45,7 +46,9 @@ def world(db):
         incident=incident, message="NVRM: Xid (PCI:0000:18:00): 79",
     )  # fmt: skip
     quota = cycle.quotas.first()
+    recommendation = RecommendationFactory(cluster=planning.cluster, department=planning.vision)
     return planning, {
+        "recommendation": recommendation.pk,
         "cycle": cycle.pk,
         "quota": quota.pk,
         "job": job.pk,
@@ -78,6 +81,10 @@ def endpoints(ids: dict) -> dict[str, dict[str, str]]:
         "category": "hardware_gpu",
         "node": "gpu-v0",
     }
+    recommendations = {
+        "rule": "network.nccl-socket-on-rdma", "department": "vision", "state": "proposed",
+        "confidence": "high", "min_gain": "10", "sort": "-gain",
+    }  # fmt: skip
     return {
         "/api/v1/departments/": {**page, **departments, "ordering": "-code"},
         "/api/v1/departments/vision/": departments,
@@ -102,6 +109,8 @@ def endpoints(ids: dict) -> dict[str, dict[str, str]]:
         f"/api/v1/quota-cycles/{ids['cycle']}/backtest/": {},
         f"/api/v1/quota-cycles/{ids['cycle']}/objections/": {},
         f"/api/v1/quotas/{ids['quota']}/": {},
+        "/api/v1/recommendations/": {**page, **recommendations},
+        f"/api/v1/recommendations/{ids['recommendation']}/": recommendations,
         "/api/v1/capacity-alerts/": {**page, "open": "false"},
         "/api/v1/quota-overview/": {"cluster": ids["cluster"]},
         "/api/v1/usage/": {

@@ -14,7 +14,7 @@ from django.urls import resolve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter
+from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter, RecommendationFilter
 from efficiency.forms import ClusterForm, RangeForm
 from efficiency.models import Job
 from tests.views.test_url_matrix import MATRIX
@@ -44,6 +44,10 @@ PAGE_PARAMS: dict[str, tuple] = {
     "efficiency:incident-report": ("format",),
     "efficiency:source-list": (),
     "efficiency:source-detail": ("problems", "page"),
+    "efficiency:recommendation-list": (RecommendationFilter, "export", "page"),
+    "efficiency:recommendation-queue": (RecommendationFilter, "export", "page"),
+    "efficiency:recommendation-detail": (),
+    "efficiency:department-what-to-fix": ("export",),
 }
 NOT_PORTAL_PAGES = {"login", "logout", "set_language", "healthz", "admin:index", "api:schema", "api:docs"}
 

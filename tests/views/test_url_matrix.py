@@ -74,6 +74,16 @@ def _signal(o):
     )  # fmt: skip
 
 
+def _recommendation(o):
+    """A proposed recommendation on a job family of department A."""
+    from efficiency.models import Recommendation
+    from tests.factories import RecommendationFactory
+
+    return Recommendation.objects.filter(department=o.dept_a).first() or RecommendationFactory(
+        cluster=o.cluster, department=o.dept_a
+    )
+
+
 ADMIN_ACTION = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "admin": 302}
 A_ONLY_VIEWER = {**A_ONLY, "no_role": 403}
 API_A_ONLY_VIEWER = {**API_A_ONLY, "no_role": 403}
@@ -242,6 +252,52 @@ MATRIX = {
     # Heads get an empty list: capacity alerts compare every department.
     "api:capacity-alert-list": ("get", lambda o: "/api/v1/capacity-alerts/", VIEWER_API),
     "api:quota-overview": ("get", lambda o: "/api/v1/quota-overview/", VIEWER_API),
+    "efficiency:recommendation-list": ("get", lambda o: "/recommendations/", VIEWER_PAGE),
+    "efficiency:recommendation-queue": ("get", lambda o: "/recommendations/queue/", ADMIN_PAGE),
+    "efficiency:recommendation-detail": (
+        "get",
+        lambda o: f"/recommendations/{_recommendation(o).pk}/",
+        A_ONLY_VIEWER,
+    ),
+    # An empty comment is refused with a message on the recommendation's page (a redirect).
+    "efficiency:recommendation-decide": (
+        "post",
+        lambda o: f"/recommendations/{_recommendation(o).pk}/comment/",
+        {**A_ONLY_VIEWER, "head_a": 302, "committee": 302, "admin": 302},
+    ),
+    "efficiency:department-what-to-fix": (
+        "get",
+        lambda o: f"/departments/{o.dept_a.code}/what-to-fix/",
+        A_ONLY_VIEWER,
+    ),
+    "api:recommendation-list": ("get", lambda o: "/api/v1/recommendations/", API_VIEWER),
+    "api:recommendation-detail": (
+        "get",
+        lambda o: f"/api/v1/recommendations/{_recommendation(o).pk}/",
+        API_A_ONLY_VIEWER,
+    ),
+    # The client posts an empty form: the API takes JSON only (415). Roles are checked first.
+    "api:recommendation-accept": (
+        "post",
+        lambda o: f"/api/v1/recommendations/{_recommendation(o).pk}/accept/",
+        {**API_ADMIN_ACTION, "admin": 415},
+    ),
+    "api:recommendation-reject": (
+        "post",
+        lambda o: f"/api/v1/recommendations/{_recommendation(o).pk}/reject/",
+        {**API_ADMIN_ACTION, "admin": 415},
+    ),
+    "api:recommendation-snooze": (
+        "post",
+        lambda o: f"/api/v1/recommendations/{_recommendation(o).pk}/snooze/",
+        {**API_ADMIN_ACTION, "admin": 415},
+    ),
+    # Heads of other departments do not see it (404).
+    "api:recommendation-comment": (
+        "post",
+        lambda o: f"/api/v1/recommendations/{_recommendation(o).pk}/comment/",
+        {**API_A_ONLY_VIEWER, "head_a": 415, "committee": 415, "admin": 415},
+    ),
 }
 
 

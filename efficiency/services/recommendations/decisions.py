@@ -14,8 +14,8 @@ from django.utils.translation import gettext as _
 
 from efficiency.choices import RecommendationAction, RecommendationState, Role
 from efficiency.models import Department, Recommendation, RecommendationDecision
-from efficiency.permissions import RECOMMENDATION_REVIEWERS, has_role, headed_departments
-from efficiency.scoping import User
+from efficiency.permissions import RECOMMENDATION_REVIEWERS, has_role
+from efficiency.scoping import User, visible_department_ids
 
 ACCEPT, REJECT, SNOOZE, COMMENT = "accept", "reject", "snooze", "comment"
 MAX_TEXT = 2000
@@ -44,7 +44,9 @@ def recommendation_actions(recommendation: Recommendation, user: User) -> list[s
 def may_comment(recommendation: Recommendation, user: User) -> bool:
     if has_role(user, (Role.COMMITTEE, Role.PLATFORM_ADMIN)):
         return True
-    headed = set(headed_departments(user).values_list("pk", flat=True))
+    # A head sees exactly the departments they head, and the ids are cached on the user: no query
+    # per recommendation when a list shows each one's actions.
+    headed = set(visible_department_ids(user) or ())
     return bool(headed & {recommendation.department_id, recommendation.assignee_department_id} - {None})
 
 
