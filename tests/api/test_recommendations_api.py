@@ -269,7 +269,7 @@ def test_accepting_twice_is_a_conflict_with_the_reason_and_writes_nothing(client
     assert post(client, recs.family_a, "accept").status_code == 200
     response = post(client, recs.family_a, "accept", {"department": "radar"})
     assert response.status_code == 409
-    assert response.json() == {"detail": "You cannot accept a recommendation that is accepted."}
+    assert response.json() == {"detail": "A recommendation that is accepted cannot be accepted."}
     assert_unchanged(recs.family_a, RecommendationState.ACCEPTED, 2)
     recs.family_a.refresh_from_db()
     assert recs.family_a.assignee_department == org.dept_a

@@ -63,6 +63,10 @@ def _text(value: str | None, *, required: bool, what: str) -> str:
 
 
 def _check(recommendation: Recommendation, user: User, action: str) -> None:
+    if action == COMMENT and not may_comment(recommendation, user):
+        raise RecommendationDecisionRefused(
+            _("Only the heads of its department, the GPU committee and platform admins comment on it.")
+        )
     if action not in recommendation_actions(recommendation, user):
         done = {
             ACCEPT: _("accepted"),
