@@ -68,33 +68,29 @@ CSV_COLUMNS = [
 ]
 
 
-@role_required(*READERS)
-def recommendation_list_view(request: HttpRequest) -> HttpResponse:
-    """Every recommendation the user may see, filtered and sorted as the URL says; CSV export."""
+def _listing(request: HttpRequest, queryset, *, is_queue: bool) -> HttpResponse:
     return render_filtered_list(
         request,
         template="efficiency/recommendations/list.html",
         filterset_class=RecommendationFilter,
-        queryset=selectors.recommendation_list(user=request.user),
-        context={"rules": RULES, "is_queue": False},
+        queryset=queryset,
+        context={"rules": RULES, "is_queue": is_queue},
         csv_columns=CSV_COLUMNS,
-        csv_name="recommendations",
+        csv_name="recommendation-queue" if is_queue else "recommendations",
     )
+
+
+@role_required(*READERS)
+def recommendation_list_view(request: HttpRequest) -> HttpResponse:
+    """Every recommendation the user may see, filtered and sorted as the URL says; CSV export."""
+    return _listing(request, selectors.recommendation_list(user=request.user), is_queue=False)
 
 
 @role_required(*REVIEWERS)
 def recommendation_queue_view(request: HttpRequest) -> HttpResponse:
     """The admins' review queue: proposed recommendations (and snoozed ones whose date has come),
     most GPU-hours to gain first."""
-    return render_filtered_list(
-        request,
-        template="efficiency/recommendations/list.html",
-        filterset_class=RecommendationFilter,
-        queryset=selectors.recommendation_queue(user=request.user),
-        context={"rules": RULES, "is_queue": True},
-        csv_columns=CSV_COLUMNS,
-        csv_name="recommendation-queue",
-    )
+    return _listing(request, selectors.recommendation_queue(user=request.user), is_queue=True)
 
 
 @role_required(*READERS)
