@@ -110,10 +110,14 @@ class JobView:
     metrics: JobMetrics | None = None
     checkpoint_mtbf_h: float | None = None  # measured mean time between failures for its size
 
-    @property
-    def env(self) -> Mapping[str, str]:
-        env = self.config.get("env") or {}
-        return {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else {}
+    # The config's environment as text, read once (the rules look at it many times).
+    env: Mapping[str, str] = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.env is None:
+            env = self.config.get("env") or {}
+            normal = {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else {}
+            object.__setattr__(self, "env", normal)
 
     @property
     def launcher_args(self) -> list[str]:

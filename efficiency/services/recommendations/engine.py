@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, F, Q, Sum
+from django.db.models import Avg, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -130,7 +130,7 @@ def recommendations_refresh(*, now: datetime | None = None, full: bool = False) 
             r for r in rows if family_key(str(r["department_id"] or "-"), r["user_name"], r["name"]) in keys
         ]
     summary.jobs = len(rows)
-    views = _job_views(rows, now=now, window_start=window_start, rules=rules)
+    views = _job_views(rows, jobs, now=now, window_start=window_start, rules=rules)
     findings = [
         JobFindings(
             job=view,
@@ -147,7 +147,7 @@ def recommendations_refresh(*, now: datetime | None = None, full: bool = False) 
     family_rows: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         family_rows[family_key(str(row["department_id"] or "-"), row["user_name"], row["name"])].append(row)
-    drafts += _low_efficiency_drafts(family_rows, now=now, rules=rules, latest=latest)
+    drafts += _low_efficiency_drafts(family_rows, jobs, now=now, rules=rules, latest=latest)
     summary.families = len(family_rows)
     clusters = {
         family_key(str(r["department_id"] or "-"), r["user_name"], r["name"]): r["cluster_id"] for r in rows
@@ -187,31 +187,35 @@ def recommendations_refresh(*, now: datetime | None = None, full: bool = False) 
 # --- Reading ---------------------------------------------------------------------------------
 
 
-def _job_views(rows: list[dict], *, now: datetime, window_start: datetime, rules: Settings) -> list[JobView]:
-    ids = [row["pk"] for row in rows]
-    metrics = _job_metrics(ids, window_start=window_start, rules=rules)
+def _job_views(
+    rows: list[dict], jobs: QuerySet, *, now: datetime, window_start: datetime, rules: Settings
+) -> list[JobView]:
+    """The rules' view of each job. ``jobs`` is the window's queryset the rows came from: related
+    rows are read with it as a subquery (no list of ids to build and bind), and rows of jobs that
+    are not in ``rows`` are ignored."""
+    window = jobs.values("pk")
+    metrics = _job_metrics(window, rows, window_start=window_start, rules=rules)
     facts = {}
-    for start in range(0, len(ids), 5000):
-        for job_id, data in JobLogFacts.objects.filter(job_id__in=ids[start : start + 5000]).values_list(
-            "job_id", "facts"
-        ):
-            if data:
-                facts[job_id] = LogFacts.from_dict(data)
+    for job_id, data in (
+        JobLogFacts.objects.filter(job_id__in=window).values_list("job_id", "facts").iterator(chunk_size=5000)
+    ):
+        if data:
+            facts[job_id] = LogFacts.from_dict(data)
     rdma: dict[int, list[bool]] = defaultdict(list)
     node_gpus: dict[int, int] = defaultdict(int)
-    through = Job.nodes.through
-    for start in range(0, len(ids), 5000):
-        for job_id, capable, gpus in through.objects.filter(job_id__in=ids[start : start + 5000]).values_list(
-            "job_id", "node__rdma_capable", "node__gpu_count"
-        ):
-            rdma[job_id].append(capable)
-            node_gpus[job_id] += gpus
+    job_nodes: dict[int, list[int]] = defaultdict(list)
+    for job_id, node_id, capable, gpus in Job.nodes.through.objects.filter(job_id__in=window).values_list(
+        "job_id", "node_id", "node__rdma_capable", "node__gpu_count"
+    ):
+        rdma[job_id].append(capable)
+        node_gpus[job_id] += gpus
+        job_nodes[job_id].append(node_id)
     mtbf = _mtbf_per_node_h(now=now)
     views = []
     metrics = {
         row["pk"]: _with_sharing(metrics.get(row["pk"]), row, node_gpus.get(row["pk"])) for row in rows
     }
-    active = _gpus_active(rows, metrics, now=now, rules=rules)
+    active = _gpus_active(rows, metrics, job_nodes, now=now, rules=rules)
     for row in rows:
         capable = rdma.get(row["pk"])
         nodes = row["node_count"] or 1
@@ -244,7 +248,12 @@ ACTIVE_GPU_PCT = 5.0  # a GPU whose mean activity over the job reached this was 
 
 
 def _gpus_active(
-    rows: list[dict], metrics: dict[int, JobMetrics | None], *, now: datetime, rules: Settings
+    rows: list[dict],
+    metrics: dict[int, JobMetrics | None],
+    job_nodes: dict[int, list[int]],
+    *,
+    now: datetime,
+    rules: Settings,
 ) -> dict[int, int]:
     """How many of its GPUs each candidate job really used, counted from the raw samples of its
     nodes: jobs that held whole nodes (so every GPU of those nodes is theirs), at least two GPUs and
@@ -263,12 +272,12 @@ def _gpus_active(
     ]
     candidates.sort(key=lambda row: -metrics[row["pk"]].allocated_gpu_h)
     active: dict[int, int] = {}
-    through = Job.nodes.through
     for row in candidates[:MAX_GPU_COUNT_CHECKS]:
-        nodes = list(through.objects.filter(job_id=row["pk"]).values_list("node_id", flat=True))
         per_gpu = (
             GpuSample.objects.filter(
-                node_id__in=nodes, ts__gte=row["started_at"], ts__lt=row["ended_at"] or now
+                node_id__in=job_nodes.get(row["pk"], []),
+                ts__gte=row["started_at"],
+                ts__lt=row["ended_at"] or now,
             )
             .values("node_id", "gpu_index")
             .annotate(mean=Avg(Coalesce("gr_engine_active_pct", "util_pct")))
@@ -288,39 +297,40 @@ def _with_sharing(metrics: JobMetrics | None, row: dict, node_gpus: int | None) 
     return replace(metrics, shared=shared) if shared else metrics
 
 
-def _job_metrics(ids: list[int], *, window_start: datetime, rules: Settings) -> dict[int, JobMetrics]:
+def _job_metrics(
+    window: QuerySet, rows: list[dict], *, window_start: datetime, rules: Settings
+) -> dict[int, JobMetrics]:
     """Per job: GPU-hours held and busy in the window, and its longest stretch held near 0%."""
-    totals: dict[int, JobMetrics] = {}
     idle_line = rules.idle_activity_pct / 100
-    for start in range(0, len(ids), 5000):
-        chunk = ids[start : start + 5000]
-        hours = JobHour.objects.filter(job_id__in=chunk, hour__gte=window_start)
-        sums = hours.values("job_id").annotate(
-            allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"), sm=Sum("sm_active_busy_gpu_s")
+    hours = JobHour.objects.filter(job_id__in=window, hour__gte=window_start)
+    idle: dict[int, list[tuple[datetime, float]]] = defaultdict(list)
+    for job_id, hour, allocated in (
+        hours.filter(allocated_gpu_s__gt=0, busy_gpu_s__lte=F("allocated_gpu_s") * idle_line)
+        .order_by("job_id", "hour")
+        .values_list("job_id", "hour", "allocated_gpu_s")
+    ):
+        idle[job_id].append((hour, allocated))
+    gpus = {row["pk"]: (row["gpu_milli"] or row["gpu_count"] * 1000) / 1000 for row in rows}
+    totals: dict[int, JobMetrics] = {}
+    for job_id, allocated, busy, sm in (
+        hours.values("job_id")
+        .annotate(a=Sum("allocated_gpu_s"), b=Sum("busy_gpu_s"), s=Sum("sm_active_busy_gpu_s"))
+        .values_list("job_id", "a", "b", "s")
+    ):
+        if job_id not in gpus:
+            continue
+        minutes, until = _longest_idle(idle.get(job_id, ()), gpus=gpus[job_id] or 1.0)
+        sm, busy = sm or 0.0, busy or 0.0
+        totals[job_id] = JobMetrics(
+            start=None,
+            end=None,
+            allocated_gpu_h=(allocated or 0.0) / 3600,
+            busy_gpu_h=busy / 3600,
+            # No SM activity at all beside engine activity: the exporter reports none.
+            sm_busy_gpu_h=sm / 3600 if sm > 0 or busy == 0 else None,
+            idle_minutes=minutes,
+            idle_until=until,
         )
-        idle: dict[int, list[tuple[datetime, float]]] = defaultdict(list)
-        for job_id, hour, allocated in (
-            hours.filter(allocated_gpu_s__gt=0, busy_gpu_s__lte=F("allocated_gpu_s") * idle_line)
-            .order_by("job_id", "hour")
-            .values_list("job_id", "hour", "allocated_gpu_s")
-        ):
-            idle[job_id].append((hour, allocated))
-        gpus = dict(Job.objects.filter(pk__in=chunk).values_list("pk", "gpu_milli"))
-        for row in sums:
-            job_id = row["job_id"]
-            minutes, until = _longest_idle(idle.get(job_id, ()), gpus=(gpus.get(job_id) or 1000) / 1000)
-            sm = row["sm"] or 0.0
-            busy = row["busy"] or 0.0
-            totals[job_id] = JobMetrics(
-                start=None,
-                end=None,
-                allocated_gpu_h=(row["allocated"] or 0.0) / 3600,
-                busy_gpu_h=busy / 3600,
-                # No SM activity at all beside engine activity: the exporter reports none.
-                sm_busy_gpu_h=sm / 3600 if sm > 0 or busy == 0 else None,
-                idle_minutes=minutes,
-                idle_until=until,
-            )
     return totals
 
 
@@ -376,22 +386,28 @@ def _latest_rules(findings: list[JobFindings], rules: Settings) -> dict[str, set
 
 
 def _low_efficiency_drafts(
-    family_rows: dict[str, list[dict]], *, now: datetime, rules: Settings, latest: dict[str, set[str]]
+    family_rows: dict[str, list[dict]],
+    jobs: QuerySet,
+    *,
+    now: datetime,
+    rules: Settings,
+    latest: dict[str, set[str]],
 ) -> list[Draft]:
     since = now - timedelta(days=LOW_EFFICIENCY_DAYS)
     ids = {row["pk"]: key for key, rows in family_rows.items() for row in rows}
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    id_list = list(ids)
-    for start in range(0, len(id_list), 5000):
-        for row in (
-            JobHour.objects.filter(job_id__in=id_list[start : start + 5000], hour__gte=since)
-            .values("job_id")
-            .annotate(a=Sum("allocated_gpu_s"), b=Sum("busy_gpu_s"), s=Sum("sm_active_busy_gpu_s"))
-        ):
-            entry = sums[ids[row["job_id"]]]
-            entry[0] += row["a"] or 0.0
-            entry[1] += row["b"] or 0.0
-            entry[2] += row["s"] or 0.0
+    for job_id, allocated, busy, sm in (
+        JobHour.objects.filter(job_id__in=jobs.values("pk"), hour__gte=since)
+        .values("job_id")
+        .annotate(a=Sum("allocated_gpu_s"), b=Sum("busy_gpu_s"), s=Sum("sm_active_busy_gpu_s"))
+        .values_list("job_id", "a", "b", "s")
+    ):
+        if job_id not in ids:
+            continue
+        entry = sums[ids[job_id]]
+        entry[0] += allocated or 0.0
+        entry[1] += busy or 0.0
+        entry[2] += sm or 0.0
     drafts = []
     for key, (allocated, busy, sm) in sums.items():
         window = FamilyWindow(
