@@ -40,8 +40,8 @@ def test_demo_misconfigurations_are_recommended_and_healthy_jobs_are_not(db, set
     sim = demo_simulator(days=2, now=UNTIL)
     cluster = Cluster.objects.get(slug=DEMO_CLUSTER_SLUG)
     demo_history_backfill(sim=sim, cluster=cluster, until=UNTIL, step=timedelta(minutes=30))
-    summary = recommendations_refresh(now=UNTIL, full=True)
-    assert summary.created > 0
+    # The backfill ends with the nightly full run, as a fresh demo does.
+    assert Recommendation.objects.exists()
 
     truth = {
         job.external_id: job.misconfig for job in sim._jobs_between(sim.start.timestamp(), UNTIL.timestamp())
