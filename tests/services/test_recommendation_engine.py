@@ -78,3 +78,32 @@ def test_incremental_run_skips_families_that_did_not_run_recently(org, now):
     _hours(old, now - timedelta(days=2), 3, busy_share=0.5)
     assert recommendations_refresh(now=now).created == 0  # incremental: nothing ran in the last hours
     assert recommendations_refresh(now=now, full=True).created == 1
+
+
+def test_a_guarantee_far_above_demand_links_to_the_quota_proposal(org, now):
+    from efficiency.models import Quota, QuotaCycle
+
+    cycle = QuotaCycle.objects.create(
+        cluster=org.cluster, start=now + timedelta(days=1), end=now + timedelta(days=15), status="proposed",
+        origin="proposal", created_at=now, capacity={"h100": 64},
+    )  # fmt: skip
+    # 48 GPUs guaranteed, hourly demand 10–20 GPUs (P90 = 19): far above; proposed 36.
+    Quota.objects.create(
+        cycle=cycle, department=org.dept_a, gpu_model="h100", guaranteed_gpus=36, previous_gpus=48,
+        proposed_gpus=36, demand_gpus=[10 + i % 11 for i in range(100)],
+    )  # fmt: skip
+    Quota.objects.create(
+        cycle=cycle, department=org.dept_b, gpu_model="h100", guaranteed_gpus=16, previous_gpus=16,
+        proposed_gpus=16, demand_gpus=[12.0] * 100,
+    )  # fmt: skip
+    recommendations_refresh(now=now, full=True)
+    (rec,) = Recommendation.objects.filter(rule="capacity.guarantee-mismatch")
+    assert rec.department == org.dept_a
+    assert rec.params["cycle"] == cycle.pk
+    assert rec.observed == "guaranteed 48 GPUs, demand p90 19"
+    assert rec.gain_gpu_h_week == pytest.approx((48 - 19) * 24 * 7)
+    # The next proposal meets demand: the recommendation closes by itself.
+    Quota.objects.filter(department=org.dept_a).update(previous_gpus=20)
+    recommendations_refresh(now=now, full=True)
+    rec.refresh_from_db()
+    assert rec.state == "closed"

@@ -29,10 +29,12 @@ from efficiency.analysis.recommendations.rules import (
     JobView,
     Settings,
     audit_job,
+    guarantee_finding,
     judged_rules,
     low_efficiency,
     node_class_finding,
 )
+from efficiency.analysis.stats import percentile
 from efficiency.choices import FaultCategory, RecommendationAction, RecommendationState, RecommendationSubject
 from efficiency.models import (
     GpuSample,
@@ -42,6 +44,7 @@ from efficiency.models import (
     JobLogFacts,
     Node,
     NodeClassification,
+    QuotaCycle,
     Recommendation,
     RecommendationDecision,
 )
@@ -154,12 +157,12 @@ def recommendations_refresh(*, now: datetime | None = None, full: bool = False) 
     }
     evaluated = {(RecommendationSubject.JOB_FAMILY, key) for key in family_rows}
     node_drafts = _node_drafts(now=now) if full else []
-    if full:
-        evaluated |= {(RecommendationSubject.NODE, d.subject_key) for d, _ in node_drafts}
+    department_drafts = _department_drafts(now=now) if full else []
     with transaction.atomic():
         _store(
             [(d, RecommendationSubject.JOB_FAMILY, latest.get(d.subject_key, set())) for d in drafts]
-            + [(d, RecommendationSubject.NODE, None) for d, _ in node_drafts],
+            + [(d, RecommendationSubject.NODE, None) for d, _ in node_drafts]
+            + [(d, RecommendationSubject.DEPARTMENT, None) for d in department_drafts],
             clusters=clusters,
             nodes={d.subject_key: node_id for d, node_id in node_drafts},
             evaluated=evaluated,
@@ -441,6 +444,50 @@ def _low_efficiency_drafts(
     return drafts
 
 
+def _department_drafts(*, now: datetime) -> list[Draft]:
+    """Guarantees far above or below demand, from the latest cycle with a proposal: the in-force
+    guarantee (``previous_gpus``) against the P90 of the hourly demand the proposal used."""
+    cycle = (
+        QuotaCycle.objects.filter(quotas__proposed_gpus__isnull=False, end__gt=now)
+        .order_by("-start")
+        .distinct()
+        .first()
+    )
+    if cycle is None:
+        return []
+    drafts = []
+    for quota in cycle.quotas.select_related("department"):
+        demand = [float(v) for v in quota.demand_gpus if isinstance(v, int | float)]
+        if not demand:
+            continue
+        guaranteed = quota.previous_gpus if quota.previous_gpus is not None else quota.guaranteed_gpus
+        finding = guarantee_finding(
+            department=quota.department.code,
+            guaranteed_gpus=float(guaranteed),
+            demand_p90_gpus=round(percentile(demand, 90) or 0.0, 1),
+            proposed_gpus=quota.proposed_gpus,
+        )
+        if finding is None:
+            continue
+        finding = replace(finding, params={**finding.params, "cycle": cycle.pk, "gpu_model": quota.gpu_model})
+        draft = Draft(
+            rule=finding.rule,
+            subject_key=f"{quota.department_id}/{quota.gpu_model}",
+            department=str(quota.department_id),
+            user="",
+            pattern="",
+            finding=finding,
+            gain_gpu_h_week=finding.gain_gpu_h or 0.0,
+            gpu_h_week=float(guaranteed) * 24 * 7,
+            confidence=finding.confidence,
+            first_seen=cycle.demand_start or cycle.start,
+            last_seen=cycle.demand_end or now,
+        )
+        draft.fingerprints.add(finding.fingerprint())
+        drafts.append(draft)
+    return drafts
+
+
 def _node_drafts(*, now: datetime) -> list[tuple[Draft, int]]:
     """Idle and hot nodes of the latest classification of each node."""
     latest = (
@@ -567,12 +614,8 @@ def _store(
     for key, rec in existing.items():
         if rec.state not in RecommendationState.open() or key in holding:
             continue
-        if (rec.subject_kind, rec.subject_key) not in evaluated and not (
-            full and rec.subject_kind == RecommendationSubject.JOB_FAMILY
-        ):
-            continue  # not looked at in this run
-        if rec.subject_kind not in (RecommendationSubject.JOB_FAMILY, RecommendationSubject.NODE):
-            continue
+        if not full and (rec.subject_kind, rec.subject_key) not in evaluated:
+            continue  # an incremental run looks at some families only
         rec.state, rec.closed_at = RecommendationState.CLOSED, now
         rec.save(update_fields=["state", "closed_at", "updated_at"])
         decisions.append(
