@@ -19,7 +19,7 @@ class RuleText:
     title: Promise
     why: Promise  # plain language: what goes wrong and what it costs
     how: Promise  # how to apply the change
-    source: str  # published source of the ideal and of the expected impact (a citation)
+    source: Promise  # published source of the ideal and of the expected impact (a citation)
 
 
 RULES: dict[str, RuleText] = {
@@ -35,8 +35,10 @@ RULES: dict[str, RuleText] = {
             "NCCL_NET=Socket, set NCCL_IB_HCA to the node's HCAs. Check the next run's log for "
             "channel lines 'via NET/IB/…/GDRDMA'."
         ),
-        "Reference scenario, fintech Y (fixing it doubled training efficiency); NCCL documentation, "
-        "Environment Variables: NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA.",
+        _(
+            "Reference scenario, fintech Y (fixing it doubled training efficiency); NCCL documentation, "
+            "Environment Variables: NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA."
+        ),
     ),
     "network.gdrdma-off": RuleText(
         _("InfiniBand without GPUDirect RDMA"),
@@ -48,8 +50,10 @@ RULES: dict[str, RuleText] = {
             "Load the nvidia-peermem kernel module on the nodes and allow GPUDirect RDMA with "
             "NCCL_NET_GDR_LEVEL; the channel lines then end in /GDRDMA."
         ),
-        "NVIDIA GPUDirect RDMA documentation; NCCL documentation (NCCL_NET_GDR_LEVEL). A "
-        "conservative 10%: the gain is the host-memory copy of each inter-node message.",
+        _(
+            "NVIDIA GPUDirect RDMA documentation; NCCL documentation (NCCL_NET_GDR_LEVEL). A "
+            "conservative 10%: the gain is the host-memory copy of each inter-node message."
+        ),
     ),
     "network.p2p-disabled": RuleText(
         _("GPU peer-to-peer (NVLink) switched off"),
@@ -58,7 +62,7 @@ RULES: dict[str, RuleText] = {
             "PCIe directly; their traffic goes through host shared memory instead."
         ),
         _("Remove NCCL_P2P_DISABLE and NCCL_P2P_LEVEL from the job's environment."),
-        "NCCL documentation, NCCL_P2P_DISABLE and NCCL_P2P_LEVEL.",
+        _("NCCL documentation, NCCL_P2P_DISABLE and NCCL_P2P_LEVEL."),
     ),
     "network.nccl-debug-overrides": RuleText(
         _("NCCL debugging overrides left on"),
@@ -67,8 +71,10 @@ RULES: dict[str, RuleText] = {
             "make every collective wait on the host. They slow down normal training."
         ),
         _("Remove the variables listed from the job's environment."),
-        "NCCL documentation: NCCL_ALGO and NCCL_PROTO are for debugging and should not be set in "
-        "production; NCCL_DEBUG=TRACE; PyTorch: TORCH_NCCL_BLOCKING_WAIT.",
+        _(
+            "NCCL documentation: NCCL_ALGO and NCCL_PROTO are for debugging and should not be set in "
+            "production; NCCL_DEBUG=TRACE; PyTorch: TORCH_NCCL_BLOCKING_WAIT."
+        ),
     ),
     "storage.cache-metadata-only": RuleText(
         _("Dataset cache holds metadata only"),
@@ -80,8 +86,10 @@ RULES: dict[str, RuleText] = {
             "Switch the dataset's cache to full-data mode and warm it before the job starts; the "
             "GPUs' activity should rise at once."
         ),
-        "Reference scenario, energy company H: metadata-only → full data made I/O-bound training "
-        "~40× faster; the gain here is scaled by the measured waiting share.",
+        _(
+            "Reference scenario, energy company H: metadata-only → full data made I/O-bound training "
+            "~40× faster; the gain here is scaled by the measured waiting share."
+        ),
     ),
     "input.pipeline-starved": RuleText(
         _("Input pipeline starves the GPUs"),
@@ -90,15 +98,19 @@ RULES: dict[str, RuleText] = {
             "(num_workers=0) or copies from pageable memory (no pin_memory)."
         ),
         _("Give the DataLoader worker processes and pinned memory."),
-        "PyTorch Performance Tuning Guide: asynchronous data loading and pinned memory; the gain is "
-        "half the measured waiting share.",
+        _(
+            "PyTorch Performance Tuning Guide: asynchronous data loading and pinned memory; the gain is "
+            "half the measured waiting share."
+        ),
     ),
     "precision.fp32-on-tensor-cores": RuleText(
         _("fp32 training on tensor-core GPUs"),
         _("The job trains in fp32 on GPUs whose tensor cores run bf16/fp16 several times faster."),
         _("Train in bf16 mixed precision."),
-        "NVIDIA Deep Learning Performance, Train With Mixed Precision (up to 3× on tensor cores); "
-        "2× assumed.",
+        _(
+            "NVIDIA Deep Learning Performance, Train With Mixed Precision (up to 3× on tensor cores); "
+            "2× assumed."
+        ),
     ),
     "kernels.stock-framework": RuleText(
         _("Stock framework instead of the acceleration library"),
@@ -107,8 +119,10 @@ RULES: dict[str, RuleText] = {
             "optimized version of the model."
         ),
         _("Run the model from the acceleration library's image with its optimized model code."),
-        "Reference scenario, car maker C: the acceleration library's versions gave up to 4× "
-        "throughput (80% less training time); 2× assumed.",
+        _(
+            "Reference scenario, car maker C: the acceleration library's versions gave up to 4× "
+            "throughput (80% less training time); 2× assumed."
+        ),
     ),
     "allocation.idle-held": RuleText(
         _("GPUs held while idle"),
@@ -117,20 +131,22 @@ RULES: dict[str, RuleText] = {
             "them meanwhile. Warned at 60 and 105 minutes; release proposed at 120."
         ),
         _("End the job, or give it a time limit; for notebooks, an idle culler."),
-        "Princeton Research Computing, Job Defense Shield (warnings at 60 and 105 minutes, "
-        "cancellation at 120); the gain is the measured idle GPU-hours.",
+        _(
+            "Princeton Research Computing, Job Defense Shield (warnings at 60 and 105 minutes, "
+            "cancellation at 120); the gain is the measured idle GPU-hours."
+        ),
     ),
     "allocation.overrequested": RuleText(
         _("More GPUs requested than used"),
         _("The job holds GPUs of which only a few ever become active."),
         _("Request only the GPUs the job uses."),
-        "Princeton Research Computing, Job Defense Shield; the gain is the measured unused GPU-hours.",
+        _("Princeton Research Computing, Job Defense Shield; the gain is the measured unused GPU-hours."),
     ),
     "allocation.low-efficiency": RuleText(
         _("Low efficiency over days"),
         _("The job family kept its GPUs busy less than a quarter of the time over the last 7 days."),
         _("Use fewer GPUs per job, or fix what the GPUs wait on (see this family's other findings)."),
-        "Princeton Research Computing, Job Defense Shield (low GPU efficiency over days).",
+        _("Princeton Research Computing, Job Defense Shield (low GPU efficiency over days)."),
     ),
     "reliability.checkpoint-interval": RuleText(
         _("Checkpoint interval far from the optimum"),
@@ -139,26 +155,28 @@ RULES: dict[str, RuleText] = {
             "size calls for: either time goes to writing them, or to redoing lost work."
         ),
         _("Checkpoint at the interval shown (the Young/Daly optimum √(2 · MTBF · cost))."),
-        "J. W. Young, A first order approximation to the optimum checkpoint interval (CACM 1974); "
-        "J. T. Daly, A higher order estimate of the optimum checkpoint interval (FGCS 2006).",
+        _(
+            "J. W. Young, A first order approximation to the optimum checkpoint interval (CACM 1974); "
+            "J. T. Daly, A higher order estimate of the optimum checkpoint interval (FGCS 2006)."
+        ),
     ),
     "capacity.idle-node": RuleText(
         _("Idle node"),
         _("The node stayed idle through its last cycle: its GPUs are capacity nobody uses."),
         _("Move the node to the shared pool, or drain it for maintenance."),
-        "Reference scenario, car maker A (~20% of nodes below 1%).",
+        _("Reference scenario, car maker A (~20% of nodes below 1%)."),
     ),
     "capacity.hot-node": RuleText(
         _("Hot node"),
         _("The node ran above 80% most of its last cycle while others idle: work queues behind it."),
         _("Let the jobs pinned to this node run on any node of its pool."),
-        "Reference scenario, car maker A (~20% of nodes often above 80%).",
+        _("Reference scenario, car maker A (~20% of nodes often above 80%)."),
     ),
     "capacity.guarantee-mismatch": RuleText(
         _("Guarantee far from demand"),
         _("The department's guaranteed GPUs are far above or below what it used."),
         _("Approve the next cycle's quota proposal."),
-        "The portal's quota proposal (percentile of last cycle's demand).",
+        _("The portal's quota proposal (percentile of last cycle's demand)."),
     ),
 }
 

@@ -120,7 +120,7 @@ def _render(top: Path, finding: Finding, format: str) -> str:
                 "expected_gain": {
                     "share": round(finding.gain_share, 4),
                     "speedup": speedup,
-                    "source": text.source if text else "",
+                    "source": str(text.source) if text else "",
                 },
                 "confidence": finding.confidence,
                 "title": str(text.title) if text else finding.rule,
