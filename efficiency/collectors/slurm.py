@@ -261,7 +261,7 @@ def _admin_comment_config(text: str) -> dict[str, object]:
         return {}
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
         return {}
     if not isinstance(data, dict):
         return {}

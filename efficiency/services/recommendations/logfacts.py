@@ -16,7 +16,7 @@ from efficiency.models import JobLogFacts, LogChunk
 
 BATCH_CHUNKS = 2_000
 # Chunks without any of these words cannot change a job's facts: only their lines are counted.
-_WORDS = ("NCCL", "num_workers", "pin_memory", "bf16", "fp16", "fp32", "float32", "checkpoint", "dtype")
+_WORDS = ("NCCL", "num_workers", "pin_memory", "bf16", "fp16", "heckpoint", "dtype", "for parameters")
 
 
 def job_log_facts_update(*, max_chunks: int = 200_000) -> set[int]:
