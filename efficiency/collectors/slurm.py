@@ -260,7 +260,7 @@ def _admin_comment_config(text: str) -> dict[str, object]:
     if not text.startswith("{") or len(text) > MAX_ADMIN_COMMENT_CHARS:
         return {}
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
         return {}
     if not isinstance(data, dict):
@@ -272,7 +272,17 @@ def _admin_comment_config(text: str) -> dict[str, object]:
     for key in ("mounts", "launcher_args"):
         if key in picked:
             picked[key] = [str(item) for item in picked[key] if isinstance(item, str | int | float)]
-    return config_redact(picked)
+    picked = config_redact(picked)
+    try:  # a lone surrogate ("\ud800") is text the database cannot store: the comment counts for nothing
+        json.dumps(picked, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return {}
+    return picked
+
+
+def _no_constant(name: str):
+    """NaN and Infinity are not JSON: a comment holding them counts for nothing."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _split_fields(line: str, trailing_bar: bool) -> list[str]:

@@ -119,7 +119,9 @@ def _line_context(job: Job, stream: str, line: int, radius: int) -> list[tuple[i
     ):
         if first <= line < first + chunk_lines:
             text = job.log_chunks.get(pk=text_pk).text
-            lines = text.splitlines()
+            # Lines end at "\n" only, as the collectors and the worker count them (a progress bar's
+            # "\r" is inside a line).
+            lines = [line.removesuffix("\r") for line in text.split("\n")[:chunk_lines]]
             index = line - first
             low, high = max(0, index - radius), min(len(lines), index + radius + 1)
             return [(first + i, lines[i], first + i == line) for i in range(low, high)]

@@ -207,34 +207,11 @@ def test_hostile_documents_contribute_nothing_and_the_row_is_kept(comment):
 LONE_SURROGATE = '{"image": "a/b:1", "env": {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "\\ud800"}}'
 
 
-def test_a_lone_surrogate_escape_in_the_comment_costs_the_whole_job_at_ingest():
-    # Honest behaviour today: the parser keeps the escaped lone surrogate in the config, and the
-    # ingest's storability check (PostgreSQL text cannot hold it) then rejects the whole job.
-    config = config_of(LONE_SURROGATE)
-    assert config["env"]["NCCL_DEBUG"] == "\ud800"
-    (record,) = parse(row(comment=LONE_SURROGATE)).records
-    check = job_record_check(record, now=datetime(2026, 11, 3, tzinfo=UTC))
-    assert check.record is None
-    assert check.problem == "job 7001: config holds a character the database cannot store"
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="efficiency/collectors/slurm.py:_admin_comment_config keeps strings PostgreSQL cannot "
-    "store (a JSON \\ud800 escape), so job_record_check drops the whole job instead of the comment "
-    "contributing nothing",
-)
 def test_a_lone_surrogate_escape_in_the_comment_contributes_nothing_and_the_job_is_kept():
     (record,) = parse(row(comment=LONE_SURROGATE)).records
     assert job_record_check(record, now=datetime(2026, 11, 3, tzinfo=UTC)).record is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="efficiency/collectors/slurm.py:_admin_comment_config: json.loads accepts NaN and "
-    "Infinity, which become the text 'nan' / 'inf' as env values (harmless text, but not what "
-    "the site wrote: logpush refuses these constants)",
-)
 def test_nan_and_infinity_are_not_taken_as_env_values():
     config = config_of('{"env": {"NCCL_IB_DISABLE": NaN, "NCCL_NSOCKS_PERTHREAD": Infinity}}')
     assert "env" not in config or config["env"] == {}

@@ -297,13 +297,6 @@ CRASHERS = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="efficiency/analysis/recommendations/logfacts.py: int() of a >4300-digit number "
-    "(nNodes, checkpoint iteration, num_workers) and float() of _SAVE_TIMER's [\\d.]+ ('.', '1.2.3') "
-    "raise ValueError out of job_log_facts_update; a 400-digit timer is inf, which strict JSON "
-    "(PostgreSQL jsonb) cannot hold. The cursor never passes the chunk: every later run fails",
-)
 @pytest.mark.parametrize("name", sorted(CRASHERS))
 def test_the_worker_never_raises_on_numbers_it_cannot_hold(world, name):
     text = CRASHERS[name] + "\n"
@@ -409,12 +402,6 @@ def test_the_page_shows_each_evidence_line_in_its_context(world, socket_family):
         assert all(text == lines[number - 1] for number, text, _hit in row["context"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="efficiency/selectors/recommendations.py:122 splits a chunk with str.splitlines(), which "
-    "also splits at \\r (progress bars), \\x0c, U+2028 ...; the worker and the collectors count "
-    "'\\n' only, so the page highlights another line than the evidence (fix: text.split('\\n'))",
-)
 def test_the_page_context_matches_the_evidence_after_progress_bar_carriage_returns(world, socket_family):
     bar = "\r".join(f" {p}%|{'#' * (p // 10)}| {p}/100" for p in range(0, 101, 20))
     lines = [STEP, bar, bar, *_lines(SOCKET_LOG)]

@@ -28,6 +28,7 @@ Feeding lines in any chunking, or stopping, storing ``to_dict()`` and resuming w
 ``LogFactsBuilder.from_facts``, gives the same facts as one pass.
 """
 
+import math
 import re
 import statistics
 from collections.abc import Iterable
@@ -253,6 +254,29 @@ def _unix_time(text: str) -> float | None:
     return stamp.timestamp() + fraction
 
 
+# A count or a duration a log can really print: longer digit strings are junk (Python refuses to
+# turn more than 4,300 digits into an int, and a float of 400 digits is inf, which JSON cannot hold).
+_MAX_DIGITS = 18
+
+
+def _count(raw: str) -> int | None:
+    """A non-negative integer of at most 18 digits, else None."""
+    raw = raw.strip()
+    return int(raw) if raw.isdigit() and len(raw) <= _MAX_DIGITS else None
+
+
+def _seconds(raw: str) -> float | None:
+    """A finite decimal number of sane length (``1234.5``), else None (``.``, ``1.2.3``, 400 digits)."""
+    raw = raw.strip()
+    if len(raw) > _MAX_DIGITS + 1:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 class LogFactsBuilder:
     """Fed lines in order (possibly many files, in chunks across calls); ``facts()`` any time."""
 
@@ -326,8 +350,9 @@ class LogFactsBuilder:
             elif "nNodes" in part:
                 match = _NNODES.search(part)
                 if match:
-                    nodes = int(match[1])
-                    facts.nnodes_max = max(nodes, facts.nnodes_max or 0)
+                    nodes = _count(match[1])
+                    if nodes is not None:
+                        facts.nnodes_max = max(nodes, facts.nnodes_max or 0)
             if facts.nccl_version is None and "version" in part:
                 match = _VERSION.search(part)
                 if match:
@@ -377,8 +402,8 @@ class LogFactsBuilder:
         for key, raw, at in found:
             line = EvidenceLine(file, line_no, _clip(text, at))
             if key.endswith("num_workers"):
-                if facts.num_workers is None and raw.isdigit():
-                    facts.num_workers = (int(raw), line)
+                if facts.num_workers is None and (workers := _count(raw)) is not None:
+                    facts.num_workers = (workers, line)
             elif key.endswith("pin_memory"):
                 if facts.pin_memory is None and raw.lower() in ("true", "false"):
                     facts.pin_memory = (raw.lower() == "true", line)
@@ -399,8 +424,9 @@ class LogFactsBuilder:
         if "save-checkpoint" in text:
             match = _SAVE_TIMER.search(text)
             if match and len(facts.checkpoint_durations_s) < MAX_CHECKPOINTS:
-                slowest_ms = float(match[2] or match[1])
-                facts.checkpoint_durations_s.append(slowest_ms / 1000)
+                slowest_ms = _seconds(match[2] or match[1])
+                if slowest_ms is not None:
+                    facts.checkpoint_durations_s.append(slowest_ms / 1000)
             return
         start = _SAVE_START.search(text)
         end = None if start else _SAVE_END.search(text)
@@ -409,7 +435,7 @@ class LogFactsBuilder:
             return
         at = _unix_time(text)
         if end:
-            iteration = int(end[1])
+            iteration = _count(end[1])
             if facts.open_save is not None and facts.open_save[0] == iteration:
                 started = facts.open_save[1]
                 facts.open_save = None
@@ -418,7 +444,10 @@ class LogFactsBuilder:
                     facts.checkpoint_durations_s.append(at - started)
                 return
         elif start:
-            facts.open_save = (int(start[1]), at)
+            iteration = _count(start[1])
+            if iteration is None:
+                return
+            facts.open_save = (iteration, at)
         match = start or end or hf
         if len(facts.checkpoint_saves) < MAX_CHECKPOINTS:
             facts.checkpoint_saves.append((at, EvidenceLine(file, line_no, _clip(text, match.start()))))

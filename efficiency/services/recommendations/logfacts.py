@@ -6,6 +6,8 @@ to. Line numbers are the line's number in its stream, counted over the stream's 
 order, so the evidence says "rank-3.log line 42" as an editor would.
 """
 
+import json
+import logging
 from collections import defaultdict
 
 from django.db import transaction
@@ -13,6 +15,8 @@ from django.db.models import Max
 
 from efficiency.analysis.recommendations.logfacts import LogFacts, LogFactsBuilder
 from efficiency.models import JobLogFacts, LogChunk
+
+logger = logging.getLogger(__name__)
 
 BATCH_CHUNKS = 2_000
 # Chunks without any of these words cannot change a job's facts: only their lines are counted.
@@ -67,13 +71,18 @@ def _jobs_update(by_job: dict[int, list[dict]], cursor: int) -> None:
             else LogFactsBuilder()
         )
         last = row.last_chunk_id if row is not None else 0
-        for chunk in sorted(chunks, key=lambda c: (c["stream"], c["file_id"], c["start_offset"])):
-            if chunk["pk"] <= last:
-                continue
-            text = texts.get(chunk["pk"], "")
-            if any(word in text for word in _WORDS):
-                builder.feed_text(chunk["stream"], bases.get(chunk["pk"], 1), text)
-        facts = builder.facts().to_dict()
+        try:
+            for chunk in sorted(chunks, key=lambda c: (c["stream"], c["file_id"], c["start_offset"])):
+                if chunk["pk"] <= last:
+                    continue
+                text = texts.get(chunk["pk"], "")
+                if any(word in text for word in _WORDS):
+                    builder.feed_text(chunk["stream"], bases.get(chunk["pk"], 1), text)
+            facts = builder.facts().to_dict()
+            json.dumps(facts, allow_nan=False)  # what the database's JSON column will take
+        except Exception:  # a chunk the parser cannot take must not stop every later run
+            logger.exception("Log facts of job %s: chunks up to %s skipped", job_id, cursor)
+            facts = row.facts if row is not None else {}
         if row is None:
             rows_new.append(JobLogFacts(job_id=job_id, facts=facts, last_chunk_id=cursor))
         else:
