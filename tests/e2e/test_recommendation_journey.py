@@ -77,6 +77,7 @@ def world(transactional_db):
         job_external_id=socket_job.external_id,
         stream=f"{socket_job.external_id}/rank-0.log",
         text="step 1\n" * 5 + SOCKET_LOG,
+        start_offset=0,  # the stream's beginning: its line numbers are known at once
     )
     recommendations_refresh(now=now, full=True)
     recs = Recommendation.objects.filter(state=RecommendationState.PROPOSED)

@@ -321,6 +321,7 @@ def _jobs_create(org, drawn: list[dict], now: datetime) -> None:
                 stream=f"{job.external_id}/rank-0.log",
                 text="step 1\n" + SOCKET_LOG,
                 received_at=started,
+                start_offset=0,
             )
 
 

@@ -47,6 +47,7 @@ def recs(org):
         job_external_id=job_a.external_id,
         stream=f"{job_a.external_id}/rank-0.log",
         text="step 1\n" * 5 + SOCKET_LOG,
+        start_offset=0,  # the stream's beginning: its line numbers are known at once
     )
     for job in (job_a, job_b):
         for hours_ago in (1, 2, 3):

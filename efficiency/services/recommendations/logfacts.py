@@ -4,14 +4,21 @@ Each run reads the log chunks stored since the last one (by id), feeds them to t
 ``LogFactsBuilder`` resumed from the stored facts, and stores the facts again with the chunk it got
 to. Line numbers are the line's number in its stream, counted over the stream's chunks in offset
 order, so the evidence says "rank-3.log line 42" as an editor would.
+
+A chunk whose stream has a gap before it (a shipper delivered a later batch before an earlier one)
+waits: its line numbers are not known until the gap fills. It is read when the earlier chunk
+arrives, in offset order, or after ``PENDING_GRACE`` with the numbers the stored chunks give (the
+earlier part was lost, or pruned by retention before it was read).
 """
 
 import json
 import logging
 from collections import defaultdict
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from efficiency.analysis.recommendations.logfacts import LogFacts, LogFactsBuilder
 from efficiency.models import JobLogFacts, LogChunk
@@ -19,13 +26,18 @@ from efficiency.models import JobLogFacts, LogChunk
 logger = logging.getLogger(__name__)
 
 BATCH_CHUNKS = 2_000
+# Long enough for a shipper's retry of an earlier batch, short beside the engine's cadence; a
+# shipper that starts reading mid-file (tail) has its first chunk wait this long once.
+PENDING_GRACE = timedelta(minutes=10)
+PENDING_KEY = "_pending"  # in the stored facts: ids of the job's chunks waiting for a gap to fill
 # Chunks without any of these words cannot change a job's facts: only their lines are counted.
 _WORDS = ("NCCL", "num_workers", "pin_memory", "bf16", "fp16", "heckpoint", "dtype", "for parameters")
 
 
-def job_log_facts_update(*, max_chunks: int = 200_000) -> set[int]:
+def job_log_facts_update(*, max_chunks: int = 200_000, now: datetime | None = None) -> set[int]:
     """Fold the log chunks stored since the last run into their jobs' facts; returns the ids of
     the jobs whose facts were read (their families are re-evaluated)."""
+    now = now or timezone.now()
     cursor = JobLogFacts.objects.aggregate(last=Max("last_chunk_id"))["last"] or 0
     touched: set[int] = set()
     read = 0
@@ -33,61 +45,86 @@ def job_log_facts_update(*, max_chunks: int = 200_000) -> set[int]:
         chunks = list(
             LogChunk.objects.filter(pk__gt=cursor, job__isnull=False)
             .order_by("pk")
-            .values("pk", "job_id", "stream", "file_id", "start_offset", "line_count")[:BATCH_CHUNKS]
+            .values_list("pk", "job_id")[:BATCH_CHUNKS]
         )
         if not chunks:
             break
-        cursor = chunks[-1]["pk"]
+        cursor = chunks[-1][0]
         read += len(chunks)
-        by_job: dict[int, list[dict]] = defaultdict(list)
-        for chunk in chunks:
-            by_job[chunk["job_id"]].append(chunk)
-        _jobs_update(by_job, cursor)
-        touched.update(by_job)
+        jobs = {job_id for _, job_id in chunks}
+        _jobs_update(jobs, cursor, now=now)
+        touched |= jobs
+    # Jobs whose waiting chunks no new chunk will release (the gap was lost): read them past grace.
+    waiting = set(
+        JobLogFacts.objects.filter(facts__has_key=PENDING_KEY)
+        .exclude(job_id__in=touched)
+        .values_list("job_id", flat=True)
+    )
+    if waiting:
+        _jobs_update(waiting, cursor, now=now)
+        touched |= waiting
     return touched
 
 
-def _jobs_update(by_job: dict[int, list[dict]], cursor: int) -> None:
-    stored = {row.job_id: row for row in JobLogFacts.objects.filter(job_id__in=list(by_job))}
-    # Line numbers: each stream's chunks of these jobs in offset order (no text read).
-    bases: dict[int, int] = {}
-    for job_id in by_job:
-        counted: dict[tuple[str, str], int] = defaultdict(int)
-        for pk, stream, file_id, lines in (
-            LogChunk.objects.filter(job_id=job_id)
-            .order_by("stream", "file_id", "start_offset")
-            .values_list("pk", "stream", "file_id", "line_count")
-        ):
-            bases[pk] = counted[(stream, file_id)] + 1
-            counted[(stream, file_id)] += lines
-    wanted = [c["pk"] for chunks in by_job.values() for c in chunks]
-    texts = dict(LogChunk.objects.filter(pk__in=wanted).values_list("pk", "text"))
+def _jobs_update(job_ids: set[int], cursor: int, *, now: datetime) -> None:
+    stored = {row.job_id: row for row in JobLogFacts.objects.filter(job_id__in=list(job_ids))}
     rows_new, rows_changed = [], []
-    for job_id, chunks in by_job.items():
+    for job_id in sorted(job_ids):
         row = stored.get(job_id)
-        builder = (
-            LogFactsBuilder.from_facts(LogFacts.from_dict(row.facts))
-            if row is not None and row.facts
-            else LogFactsBuilder()
-        )
+        facts = dict(row.facts) if row is not None and row.facts else {}
+        pending = set(facts.pop(PENDING_KEY, []))
         last = row.last_chunk_id if row is not None else 0
+        to_read, waiting = _chunks_to_read(job_id, last=last, pending=pending, cursor=cursor, now=now)
         try:
-            for chunk in sorted(chunks, key=lambda c: (c["stream"], c["file_id"], c["start_offset"])):
-                if chunk["pk"] <= last:
-                    continue
-                text = texts.get(chunk["pk"], "")
+            builder = LogFactsBuilder.from_facts(LogFacts.from_dict(facts)) if facts else LogFactsBuilder()
+            texts = dict(LogChunk.objects.filter(pk__in=[pk for pk, *_ in to_read]).values_list("pk", "text"))
+            for pk, stream, base in to_read:
+                text = texts.get(pk, "")
                 if any(word in text for word in _WORDS):
-                    builder.feed_text(chunk["stream"], bases.get(chunk["pk"], 1), text)
+                    builder.feed_text(stream, base, text)
             facts = builder.facts().to_dict()
             json.dumps(facts, allow_nan=False)  # what the database's JSON column will take
         except Exception:  # a chunk the parser cannot take must not stop every later run
             logger.exception("Log facts of job %s: chunks up to %s skipped", job_id, cursor)
-            facts = row.facts if row is not None else {}
+            facts = (
+                {k: v for k, v in (row.facts or {}).items() if k != PENDING_KEY} if row is not None else {}
+            )
+        if waiting:
+            facts[PENDING_KEY] = sorted(waiting)
         if row is None:
             rows_new.append(JobLogFacts(job_id=job_id, facts=facts, last_chunk_id=cursor))
         else:
-            row.facts, row.last_chunk_id = facts, cursor
+            row.facts, row.last_chunk_id = facts, max(cursor, row.last_chunk_id)
             rows_changed.append(row)
     with transaction.atomic():
         JobLogFacts.objects.bulk_create(rows_new, ignore_conflicts=True)
         JobLogFacts.objects.bulk_update(rows_changed, ["facts", "last_chunk_id"])
+
+
+def _chunks_to_read(
+    job_id: int, *, last: int, pending: set[int], cursor: int, now: datetime
+) -> tuple[list[tuple[int, str, int]], set[int]]:
+    """The job's unread chunks in offset order with their first line numbers, and those that wait
+    for a gap before them to fill. Unread: stored since the last run (up to ``cursor``), or waiting."""
+    to_read, waiting = [], set()
+    counted: dict[tuple[str, str], int] = defaultdict(int)
+    reached: dict[tuple[str, str], int | None] = {}
+    for pk, stream, file_id, start, end, lines, received in (
+        LogChunk.objects.filter(job_id=job_id)
+        .order_by("stream", "file_id", "start_offset")
+        .values_list("pk", "stream", "file_id", "start_offset", "end_offset", "line_count", "received_at")
+    ):
+        key = (stream, file_id)
+        upto = reached.get(key, 0)
+        contiguous = upto is not None and start <= upto
+        base = counted[key] + 1
+        counted[key] += lines
+        reached[key] = max(end, upto) if contiguous else None
+        unread = (last < pk <= cursor) or pk in pending
+        if not unread:
+            continue
+        if contiguous or received < now - PENDING_GRACE:
+            to_read.append((pk, stream, base))
+        else:
+            waiting.add(pk)
+    return to_read, waiting
