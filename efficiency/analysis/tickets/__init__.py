@@ -1,0 +1,1 @@
+"""Remediation tickets: pure decisions."""
