@@ -520,11 +520,22 @@ class NodeStateChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 # --- Recommendations: decided on the portal's pages, read here ------------------------------------
 
 
-class RecommendationDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
+class RecommendationDecisionInline(admin.TabularInline):
+    """The decisions, as recorded: read only (an inline's permission checks take the parent too)."""
+
     model = RecommendationDecision
     fields = ["at", "action", "user", "text", "snoozed_until", "assignee_department"]
     readonly_fields = fields
     extra = 0
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Recommendation)

@@ -16,7 +16,13 @@ from efficiency.choices import ActionKind, MappingKind, NodeState, Role
 from efficiency.models import ActuatorConfig, DataSource, DepartmentMapping, FaultPolicy, Node
 from efficiency.services.faults import fault_policies_ensure
 from tests.conftest import PASSWORD
-from tests.factories import GpuFactory, UserFactory
+from tests.factories import (
+    GpuFactory,
+    JobLogFactsFactory,
+    RecommendationDecisionFactory,
+    RecommendationFactory,
+    UserFactory,
+)
 
 
 class _FormReader(HTMLParser):
@@ -142,6 +148,9 @@ def test_every_changelist_and_change_page_opens(client, org, platform_admin):
     GpuFactory(node=org.node_a, index=0)
     ActuatorConfig.objects.create(name="drain", action=ActionKind.ISOLATE_NODE, config={"type": "command"})
     DepartmentMapping.objects.create(kind=MappingKind.SLURM_ACCOUNT, value="vision", department=org.dept_a)
+    # A recommendation with a decision shows them inline (read only), and a job's log facts.
+    RecommendationDecisionFactory(recommendation=RecommendationFactory(department=org.dept_a))
+    JobLogFactsFactory(job=org.job_a)
     for model, model_admin in admin.site._registry.items():
         meta = model._meta
         changelist = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
