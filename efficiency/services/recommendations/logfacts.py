@@ -30,8 +30,6 @@ BATCH_CHUNKS = 2_000
 # shipper that starts reading mid-file (tail) has its first chunk wait this long once.
 PENDING_GRACE = timedelta(minutes=10)
 PENDING_KEY = "_pending"  # in the stored facts: ids of the job's chunks waiting for a gap to fill
-# Chunks without any of these words cannot change a job's facts: only their lines are counted.
-_WORDS = ("NCCL", "num_workers", "pin_memory", "bf16", "fp16", "heckpoint", "dtype", "for parameters")
 
 
 def job_log_facts_update(*, max_chunks: int = 200_000, now: datetime | None = None) -> set[int]:
@@ -79,9 +77,8 @@ def _jobs_update(job_ids: set[int], cursor: int, *, now: datetime) -> None:
             builder = LogFactsBuilder.from_facts(LogFacts.from_dict(facts)) if facts else LogFactsBuilder()
             texts = dict(LogChunk.objects.filter(pk__in=[pk for pk, *_ in to_read]).values_list("pk", "text"))
             for pk, stream, base in to_read:
-                text = texts.get(pk, "")
-                if any(word in text for word in _WORDS):
-                    builder.feed_text(stream, base, text)
+                # feed_text passes over a chunk that holds no word a fact could come from
+                builder.feed_text(stream, base, texts.get(pk, ""))
             facts = builder.facts().to_dict()
             json.dumps(facts, allow_nan=False)  # what the database's JSON column will take
         except Exception:  # a chunk the parser cannot take must not stop every later run
