@@ -61,6 +61,23 @@ class Draft:
     last_seen: datetime | None = None
     fingerprints: set[str] = field(default_factory=set)
 
+    @classmethod
+    def of_finding(cls, finding: Finding, *, subject_key: str, department: str, **values) -> "Draft":
+        """A draft of one finding on a subject that is not a family of job findings (a node, a
+        department's guarantee, a family's week): rule, confidence and fingerprint are the finding's."""
+        draft = cls(
+            rule=finding.rule,
+            subject_key=subject_key,
+            department=department,
+            user=values.pop("user", ""),
+            pattern=values.pop("pattern", ""),
+            finding=finding,
+            confidence=finding.confidence,
+            **values,
+        )
+        draft.fingerprints.add(finding.fingerprint())
+        return draft
+
     @property
     def gain_pct(self) -> float:
         return 100 * self.gain_gpu_h_week / self.gpu_h_week if self.gpu_h_week > 0 else 0.0

@@ -425,22 +425,20 @@ def _low_efficiency_drafts(
         latest.setdefault(key, set()).add(finding.rule)
         rows = family_rows[key]
         first = rows[0]
-        draft = Draft(
-            rule=finding.rule,
-            subject_key=key,
-            department=str(first["department_id"] or "-"),
-            user=first["user_name"],
-            pattern=key.split("/", 2)[2],
-            finding=finding,
-            job_ids=[row["pk"] for row in rows],
-            gain_gpu_h_week=(finding.gain_gpu_h or 0.0) / (LOW_EFFICIENCY_DAYS / 7),
-            gpu_h_week=window.allocated_gpu_h / (LOW_EFFICIENCY_DAYS / 7),
-            confidence=finding.confidence,
-            first_seen=min(r["started_at"] for r in rows),
-            last_seen=max(r["ended_at"] or now for r in rows),
+        drafts.append(
+            Draft.of_finding(
+                finding,
+                subject_key=key,
+                department=str(first["department_id"] or "-"),
+                user=first["user_name"],
+                pattern=key.split("/", 2)[2],
+                job_ids=[row["pk"] for row in rows],
+                gain_gpu_h_week=(finding.gain_gpu_h or 0.0) / (LOW_EFFICIENCY_DAYS / 7),
+                gpu_h_week=window.allocated_gpu_h / (LOW_EFFICIENCY_DAYS / 7),
+                first_seen=min(r["started_at"] for r in rows),
+                last_seen=max(r["ended_at"] or now for r in rows),
+            )
         )
-        draft.fingerprints.add(finding.fingerprint())
-        drafts.append(draft)
     return drafts
 
 
@@ -470,21 +468,17 @@ def _department_drafts(*, now: datetime) -> list[Draft]:
         if finding is None:
             continue
         finding = replace(finding, params={**finding.params, "cycle": cycle.pk, "gpu_model": quota.gpu_model})
-        draft = Draft(
-            rule=finding.rule,
-            subject_key=f"{quota.department_id}/{quota.gpu_model}",
-            department=str(quota.department_id),
-            user="",
-            pattern="",
-            finding=finding,
-            gain_gpu_h_week=finding.gain_gpu_h or 0.0,
-            gpu_h_week=float(guaranteed) * 24 * 7,
-            confidence=finding.confidence,
-            first_seen=cycle.demand_start or cycle.start,
-            last_seen=cycle.demand_end or now,
+        drafts.append(
+            Draft.of_finding(
+                finding,
+                subject_key=f"{quota.department_id}/{quota.gpu_model}",
+                department=str(quota.department_id),
+                gain_gpu_h_week=finding.gain_gpu_h or 0.0,
+                gpu_h_week=float(guaranteed) * 24 * 7,
+                first_seen=cycle.demand_start or cycle.start,
+                last_seen=cycle.demand_end or now,
+            )
         )
-        draft.fingerprints.add(finding.fingerprint())
-        drafts.append(draft)
     return drafts
 
 
@@ -513,20 +507,15 @@ def _node_drafts(*, now: datetime) -> list[tuple[Draft, int]]:
         if finding is None:
             continue
         weekly = (finding.gain_gpu_h or 0.0) / (days / 7)
-        draft = Draft(
-            rule=finding.rule,
+        draft = Draft.of_finding(
+            finding,
             subject_key=row.node.hostname,
             department=str(row.node.owner_department_id or "-"),
-            user="",
-            pattern="",
-            finding=finding,
             gain_gpu_h_week=weekly,
             gpu_h_week=row.node.gpu_count * 24 * 7,
-            confidence=finding.confidence,
             first_seen=row.cycle_start,
             last_seen=row.cycle_end,
         )
-        draft.fingerprints.add(finding.fingerprint())
         drafts.append((draft, row.node_id))
     return drafts
 
