@@ -1,7 +1,7 @@
 """Recommendation pages: the list, the admins' review queue, a recommendation with its evidence
 and decisions, and a department's "What to fix"."""
 
-from datetime import date
+from datetime import date, timedelta
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -30,11 +30,6 @@ from efficiency.views.helpers import (
     render_filtered_list,
     role_required,
 )
-
-
-def _subject(rec) -> str:
-    return subject_text(rec)
-
 
 CSV_COLUMNS = [
     (gettext_lazy("Recommendation"), lambda rec: rec.pk),
@@ -100,16 +95,15 @@ def recommendation_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "rec": rec,
         "text": RULES.get(rec.rule),
-        "subject": _subject(rec),
+        "subject": subject_text(rec),
         "evidence": selectors.recommendation_evidence(user=request.user, recommendation=rec),
         "decisions": list(rec.decisions.all()),
         "jobs": selectors.recommendation_jobs(user=request.user, recommendation=rec),
         "actions": services.recommendation_actions(rec, request.user),
         "departments": list(department_list(user=request.user).filter(is_active=True)),
-        "min_snooze": date.fromordinal(timezone.localdate().toordinal() + 1).isoformat(),
+        "min_snooze": (timezone.localdate() + timedelta(days=1)).isoformat(),
     }
     if window:
-        ideal = RULES.get(rec.rule)
         context["window_figure"] = charts.metric_window_figure(
             [timezone.localtime(hour) for hour, *_rest in window],
             [round(held, 2) for _hour, held, _e, _s in window],
@@ -119,7 +113,7 @@ def recommendation_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
             held_label=_("GPUs held"),
             engine_label=_("Engine activity"),
             sm_label=_("SM activity"),
-            ideal_pct=None if ideal is None else _ideal_activity(rec),
+            ideal_pct=_ideal_activity(rec),
             ideal_label=_("Ideal activity"),
             gpus_axis=_("GPUs"),
             pct_axis=_("Activity (%)"),
@@ -195,7 +189,7 @@ def department_what_to_fix_view(request: HttpRequest, code: str) -> HttpResponse
     recs = list(recs.order_by("-gain_gpu_h_week", "pk"))
     context = {
         "department": department,
-        "recs": [(rec, RULES.get(rec.rule), _subject(rec)) for rec in recs],
+        "recs": [(rec, RULES.get(rec.rule), subject_text(rec)) for rec in recs],
         "total_gain": sum(rec.gain_gpu_h_week for rec in recs),
     }
     return render(request, "efficiency/recommendations/what_to_fix.html", context)
