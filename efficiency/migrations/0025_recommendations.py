@@ -108,7 +108,6 @@ class Migration(migrations.Migration):
                 ("change", models.TextField(verbose_name="change")),
                 ("evidence", models.JSONField(blank=True, default=list, verbose_name="evidence")),
                 ("config", models.JSONField(blank=True, default=list, verbose_name="config values")),
-                ("metrics", models.JSONField(blank=True, default=dict, verbose_name="metric window")),
                 ("params", models.JSONField(blank=True, default=dict)),
                 (
                     "gain_gpu_h_week",

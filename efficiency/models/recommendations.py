@@ -17,9 +17,9 @@ class Recommendation(models.Model):
     A job family is a user's jobs of one department whose names share a pattern (digits as ``*``).
 
     ``evidence`` holds the log lines (``{"file", "line", "text", "job"}``), ``config`` the settings
-    side by side with the ideal (``[setting, observed, ideal]``), ``metrics`` the window the rule
-    measured. ``fingerprint`` identifies the condition: a rejected recommendation is proposed again
-    only when it changes (the evidence changed materially).
+    side by side with the ideal (``[setting, observed, ideal]``); the metric window is read from the
+    family's job hours when a page shows it. ``fingerprint`` identifies the condition: a rejected
+    recommendation is proposed again only when it changes (the evidence changed materially).
     """
 
     rule = models.CharField(_("rule"), max_length=60, db_index=True)
@@ -51,7 +51,6 @@ class Recommendation(models.Model):
     change = models.TextField(_("change"))
     evidence = models.JSONField(_("evidence"), default=list, blank=True)
     config = models.JSONField(_("config values"), default=list, blank=True)
-    metrics = models.JSONField(_("metric window"), default=dict, blank=True)
     params = models.JSONField(default=dict, blank=True)
     gain_gpu_h_week = models.FloatField(_("expected gain (GPU-hours per week)"), default=0.0)
     gain_pct = models.FloatField(_("expected gain (%)"), default=0.0)

@@ -623,7 +623,6 @@ def _values(draft: Draft, *, now: datetime) -> dict:
         "evidence": draft.evidence,
         "config": [list(row) for row in finding.config],
         "params": dict(finding.params),
-        "metrics": {"window_days": settings.PORTAL_RECOMMENDATION_WINDOW_DAYS},
         "gain_gpu_h_week": round(draft.gain_gpu_h_week, 3) if math.isfinite(draft.gain_gpu_h_week) else 0.0,
         "gain_pct": round(draft.gain_pct, 2),
         "gpu_h_week": round(draft.gpu_h_week, 3),
