@@ -207,3 +207,56 @@ class RecommendationAction(models.TextChoices):
     REOPENED = "reopened", _("Reopened")
     CLOSED = "closed", _("Resolved by itself")
     COMMENTED = "commented", _("Commented")
+
+
+class TicketState(models.TextChoices):
+    """A remediation ticket's state; the legal moves between them are
+    ``efficiency.analysis.tickets.workflow.TRANSITIONS``."""
+
+    OPEN = "open", _("Open")
+    IN_PROGRESS = "in_progress", _("In progress")
+    WAITING_ON_DEPARTMENT = "waiting_on_department", _("Waiting on department")
+    RESOLVED = "resolved", _("Resolved")
+    VERIFYING = "verifying", _("Verifying")
+    VERIFIED_GAIN = "verified_gain", _("Verified gain")
+    NO_GAIN = "no_gain", _("No gain")
+    REGRESSED = "regressed", _("Regressed")
+    CLOSED = "closed", _("Closed")
+    WONT_FIX = "wont_fix", _("Won't fix")
+
+    @classmethod
+    def active(cls) -> tuple[str, ...]:
+        """States in which someone still has work to do (the SLA clock runs or is paused)."""
+        return (cls.OPEN, cls.IN_PROGRESS, cls.WAITING_ON_DEPARTMENT)
+
+
+class TicketAction(models.TextChoices):
+    """What people (and the portal) do to a ticket: the workflow's actions, with their labels."""
+
+    START = "start", _("Start work")
+    WAIT = "wait", _("Wait on department")
+    RESUME = "resume", _("Resume")
+    RESOLVE = "resolve", _("Resolve")
+    VERIFY = "verify", _("Start verification")
+    MEASURE_GAIN = "measure_gain", _("Gain verified")
+    MEASURE_NO_GAIN = "measure_no_gain", _("No gain measured")
+    MEASURE_REGRESSION = "measure_regression", _("Regression measured")
+    CLOSE = "close", _("Close")
+    REOPEN = "reopen", _("Reopen")
+    WONT_FIX = "wont_fix", _("Won't fix")
+
+
+class TicketOrigin(models.TextChoices):
+    RECOMMENDATION = "recommendation", _("Recommendation")
+    INCIDENT = "incident", _("Incident")
+    COMMITTEE = "committee", _("Committee decision")
+    MANUAL = "manual", _("Manual")
+
+
+class TicketSeverity(models.TextChoices):
+    """How urgent a ticket is; each has its own SLA (``PORTAL_TICKET_SLA_HOURS``)."""
+
+    CRITICAL = "critical", _("Critical")
+    HIGH = "high", _("High")
+    MEDIUM = "medium", _("Medium")
+    LOW = "low", _("Low")

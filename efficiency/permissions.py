@@ -44,6 +44,14 @@ RECOMMENDATION_REVIEWERS = (Role.PLATFORM_ADMIN,)  # the review queue: accept, r
 # Comment: admins and the committee on any, a head on those of a department they head.
 RECOMMENDATION_COMMENTERS = EVERY_ROLE
 
+# Tickets: everyone reads the tickets they see (heads: their departments'), comments on them and
+# moves them along the workflow; a head creates tickets for a department they head. Platform admins
+# and the committee create them for any department, edit every field, write internal notes and see
+# them; a head may reassign a ticket within their department.
+TICKET_READERS = EVERY_ROLE
+TICKET_CREATORS = EVERY_ROLE
+TICKET_MANAGERS = (Role.COMMITTEE, Role.PLATFORM_ADMIN)  # every field, any department, internal notes
+
 
 def has_role(user: User, roles: tuple[Role, ...]) -> bool:
     """Whether the user's portal role is one of ``roles``."""
@@ -85,6 +93,8 @@ ROLE_MODEL_PERMISSIONS: dict[Role, dict[tuple[str, str], list[str]]] = {
         ("efficiency", "recommendation"): [VIEW],
         ("efficiency", "recommendationdecision"): [VIEW],
         ("efficiency", "joblogfacts"): [VIEW],
+        ("efficiency", "ticket"): [VIEW],
+        ("efficiency", "ticketcomment"): [VIEW],
         ("auth", "user"): [VIEW, ADD, CHANGE],
         ("auth", "group"): [VIEW],
         ("efficiency", "apitoken"): [VIEW, ADD, CHANGE, DELETE],

@@ -121,7 +121,7 @@ RULES: dict[str, RuleText] = {
         _("Run the model from the acceleration library's image with its optimized model code."),
         _(
             "Reference scenario, car maker C: the acceleration library's versions gave up to 4× "
-            "throughput (80% less training time); 2× assumed."
+            "throughput (a fifth of the training time); 2× assumed."
         ),
     ),
     "allocation.idle-held": RuleText(

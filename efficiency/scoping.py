@@ -42,6 +42,8 @@ from efficiency.models import (
     QuotaObjection,
     Recommendation,
     ScopeHour,
+    Ticket,
+    TicketComment,
 )
 
 # Evidence about a node's hardware, shown to the heads of the department that owns the node.
@@ -133,6 +135,10 @@ def _scopers() -> dict[type[Model], object]:
             | Q(assignee_department_id__in=ids)
             | Q(subject_kind="node", node__owner_department_id__in=ids)
         ),
+        # Tickets: a head sees their departments' tickets, and of their comments the public ones
+        # (internal notes are for platform admins and the committee).
+        Ticket: lambda qs, ids: qs.filter(department_id__in=ids),
+        TicketComment: lambda qs, ids: qs.filter(ticket__department_id__in=ids, internal=False),
         FaultPolicy: lambda qs, ids: qs.none(),
         ActuatorConfig: lambda qs, ids: qs.none(),
     }

@@ -8,6 +8,7 @@ Two modes:
   ``CELERY_BROKER_URL``, HTTPS-only cookies and HSTS; ``manage.py check --deploy`` is clean.
 """
 
+import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -456,6 +457,32 @@ if not (
     raise ImproperlyConfigured(
         "PORTAL_IDLE_WARN_MIN <= PORTAL_IDLE_FINAL_WARN_MIN <= PORTAL_IDLE_RELEASE_MIN must hold."
     )
+# Remediation tickets (efficiency.services.tickets): a ticket is due this many business hours
+# after it is opened, by severity, on the working calendar: PORTAL_WORKING_ZONE, working hours
+# PORTAL_WORKING_HOURS ("9-18"), Monday to Friday, with the public holidays and swapped working days
+# of PORTAL_HOLIDAYS_FILE (China's State Council notices are shipped). "Due soon" starts
+# PORTAL_TICKET_DUE_SOON_HOURS business hours before the due date. Verification of a resolved
+# ticket's gain waits for PORTAL_TICKET_VERIFY_MIN_ITERATIONS iteration-time lines and
+# PORTAL_TICKET_VERIFY_MIN_GPU_H GPU-hours of the family after the fix, and compares them with the
+# PORTAL_TICKET_VERIFY_BEFORE_DAYS before it; it gives up (no gain) after PORTAL_TICKET_VERIFY_MAX_DAYS.
+PORTAL_TICKET_SLA_HOURS: dict[str, float] = {
+    "critical": env_float("PORTAL_TICKET_SLA_CRITICAL_H", 4.0),
+    "high": env_float("PORTAL_TICKET_SLA_HIGH_H", 18.0),
+    "medium": env_float("PORTAL_TICKET_SLA_MEDIUM_H", 45.0),
+    "low": env_float("PORTAL_TICKET_SLA_LOW_H", 90.0),
+}
+PORTAL_TICKET_DUE_SOON_HOURS = env_float("PORTAL_TICKET_DUE_SOON_HOURS", 4.0)
+PORTAL_WORKING_ZONE = os.environ.get("PORTAL_WORKING_ZONE", "Asia/Shanghai")
+PORTAL_WORKING_HOURS = os.environ.get("PORTAL_WORKING_HOURS", "9-18")
+PORTAL_HOLIDAYS_FILE = os.environ.get("PORTAL_HOLIDAYS_FILE", "")  # empty: the shipped China calendar
+PORTAL_TICKET_VERIFICATION: dict = {
+    "min_after_iterations": env_int("PORTAL_TICKET_VERIFY_MIN_ITERATIONS", 200),
+    "min_after_gpu_h": env_float("PORTAL_TICKET_VERIFY_MIN_GPU_H", 8.0),
+    "before_days": env_int("PORTAL_TICKET_VERIFY_BEFORE_DAYS", 7),
+    "max_days": env_int("PORTAL_TICKET_VERIFY_MAX_DAYS", 14),
+}
+if any(hours <= 0 for hours in PORTAL_TICKET_SLA_HOURS.values()):
+    raise ImproperlyConfigured("Every PORTAL_TICKET_SLA_*_H must be a positive number of business hours.")
 # Quota planning (efficiency.analysis.quotas): the next cycle's guarantee is this percentile of
 # last cycle's hourly demand, moved at most PORTAL_QUOTA_MAX_CHANGE_PCT per cycle, at least
 # PORTAL_QUOTA_FLOOR_GPUS, and all guarantees of a GPU model together at most

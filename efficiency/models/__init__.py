@@ -35,6 +35,7 @@ from efficiency.models.telemetry import (
     ScopeHour,
     SourceRun,
 )
+from efficiency.models.tickets import Ticket, TicketComment
 from efficiency.models.tokens import ApiToken
 
 # Registers the audit trail's historical models (after every model it records).
@@ -76,5 +77,7 @@ __all__ = [
     "RollupDirtyHour",
     "ScopeHour",
     "SourceRun",
+    "Ticket",
+    "TicketComment",
     "WorkerHeartbeat",
 ]

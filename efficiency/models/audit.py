@@ -20,6 +20,7 @@ from efficiency.models.faults import Incident
 from efficiency.models.inventory import Department, Node
 from efficiency.models.quotas import Quota, QuotaCycle
 from efficiency.models.telemetry import DataSource
+from efficiency.models.tickets import Ticket
 
 BASELINE_REASON = "state before the first recorded change"
 
@@ -104,3 +105,12 @@ register(DataSource, app="efficiency", records_class=AuditRecords, excluded_fiel
 register(Incident, app="efficiency", records_class=AuditRecords, excluded_fields=["updated_at"])
 register(QuotaCycle, app="efficiency", records_class=AuditRecords)
 register(Quota, app="efficiency", records_class=AuditRecords, excluded_fields=["demand_gpus", "explanation"])
+# A ticket's history is its page's: every field, and who moved it; the SLA notification marker is
+# bookkeeping of the notifier.
+register(
+    Ticket,
+    app="efficiency",
+    records_class=AuditRecords,
+    excluded_fields=["updated_at", "sla_notified"],
+    m2m_fields=["jobs", "nodes", "incidents"],
+)

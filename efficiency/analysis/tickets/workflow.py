@@ -60,10 +60,13 @@ TRANSITIONS: dict[tuple[State, Action], State] = {
     (S.IN_PROGRESS, A.WONT_FIX): S.WONT_FIX,
     (S.WAITING_ON_DEPARTMENT, A.RESUME): S.IN_PROGRESS,
     (S.WAITING_ON_DEPARTMENT, A.WONT_FIX): S.WONT_FIX,
-    # The portal starts measuring as soon as a ticket is resolved; until then the fix can be
-    # taken back.
+    # The portal starts measuring as soon as a ticket with a job family is resolved; until then
+    # the fix can be taken back.
     (S.RESOLVED, A.VERIFY): S.VERIFYING,
     (S.RESOLVED, A.REOPEN): S.IN_PROGRESS,
+    # A fix with nothing the portal can measure (a node repaired, a manual request) is closed by
+    # people once resolved.
+    (S.RESOLVED, A.CLOSE): S.CLOSED,
     (S.VERIFYING, A.MEASURE_GAIN): S.VERIFIED_GAIN,
     (S.VERIFYING, A.MEASURE_NO_GAIN): S.NO_GAIN,
     (S.VERIFYING, A.MEASURE_REGRESSION): S.REGRESSED,

@@ -1,4 +1,5 @@
-"""The review workflow: accept, reject, snooze and comment, each recorded as a decision.
+"""The review workflow: accept (which opens a remediation ticket), reject, snooze and comment, each
+recorded as a decision.
 
 Which decisions a recommendation offers in its state is ``recommendation_actions``; a decision that
 does not apply, or bad input (no reason to reject, a snooze date not in the future, a comment too
@@ -16,6 +17,8 @@ from efficiency.choices import RecommendationAction, RecommendationState, Role
 from efficiency.models import Department, Recommendation, RecommendationDecision
 from efficiency.permissions import RECOMMENDATION_REVIEWERS, has_role
 from efficiency.scoping import User, visible_department_ids
+from efficiency.services.notifications import notification_emit
+from efficiency.services.tickets import ticket_from_recommendation
 
 ACCEPT, REJECT, SNOOZE, COMMENT = "accept", "reject", "snooze", "comment"
 MAX_TEXT = 2000
@@ -139,4 +142,10 @@ def recommendation_decide(
     if action != COMMENT:
         recommendation.save()
     decision.save()
+    if action == ACCEPT:
+        # Accepted work is tracked as a ticket of the department that makes the change.
+        ticket_from_recommendation(
+            recommendation, user=user, department=recommendation.assignee_department, now=now
+        )
+        notification_emit("recommendation_accepted", recommendation=recommendation, now=now)
     return decision
