@@ -8,10 +8,10 @@ Two modes:
   ``CELERY_BROKER_URL``, HTTPS-only cookies and HSTS; ``manage.py check --deploy`` is clean.
 """
 
-import os
 import secrets
-from datetime import timedelta
+from datetime import time, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfoNotFoundError
 
 import dj_database_url
 import plotly
@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 from efficiency.analysis.node_classes import ClassThresholds
+from efficiency.analysis.tickets.calendar import WorkingCalendar, holidays_from_json
 from portal.envutils import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -472,15 +473,24 @@ PORTAL_TICKET_SLA_HOURS: dict[str, float] = {
     "low": env_float("PORTAL_TICKET_SLA_LOW_H", 90.0),
 }
 PORTAL_TICKET_DUE_SOON_HOURS = env_float("PORTAL_TICKET_DUE_SOON_HOURS", 4.0)
-PORTAL_WORKING_ZONE = os.environ.get("PORTAL_WORKING_ZONE", "Asia/Shanghai")
-PORTAL_WORKING_HOURS = os.environ.get("PORTAL_WORKING_HOURS", "9-18")
-PORTAL_HOLIDAYS_FILE = os.environ.get("PORTAL_HOLIDAYS_FILE", "")  # empty: the shipped China calendar
+PORTAL_WORKING_ZONE = env_str("PORTAL_WORKING_ZONE", "Asia/Shanghai")
+PORTAL_WORKING_HOURS = env_str("PORTAL_WORKING_HOURS", "9-18")
+PORTAL_HOLIDAYS_FILE = env_str("PORTAL_HOLIDAYS_FILE", "")  # empty: the shipped China calendar
 PORTAL_TICKET_VERIFICATION: dict = {
     "min_after_iterations": env_int("PORTAL_TICKET_VERIFY_MIN_ITERATIONS", 200),
     "min_after_gpu_h": env_float("PORTAL_TICKET_VERIFY_MIN_GPU_H", 8.0),
     "before_days": env_int("PORTAL_TICKET_VERIFY_BEFORE_DAYS", 7),
     "max_days": env_int("PORTAL_TICKET_VERIFY_MAX_DAYS", 14),
 }
+try:  # a typo in the calendar fails at start-up, not at the first ticket
+    _start, _end = (int(part) for part in PORTAL_WORKING_HOURS.split("-"))
+    WorkingCalendar(zone=PORTAL_WORKING_ZONE, day_start=time(_start), day_end=time(_end))
+    if PORTAL_HOLIDAYS_FILE:
+        holidays_from_json(PORTAL_HOLIDAYS_FILE)
+except (ValueError, KeyError, OSError, ZoneInfoNotFoundError) as error:
+    raise ImproperlyConfigured(
+        f"Working calendar (PORTAL_WORKING_ZONE, PORTAL_WORKING_HOURS as 9-18, PORTAL_HOLIDAYS_FILE): {error}"
+    ) from None
 if any(hours <= 0 for hours in PORTAL_TICKET_SLA_HOURS.values()):
     raise ImproperlyConfigured("Every PORTAL_TICKET_SLA_*_H must be a positive number of business hours.")
 # Quota planning (efficiency.analysis.quotas): the next cycle's guarantee is this percentile of

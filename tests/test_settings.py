@@ -118,3 +118,18 @@ def test_a_scan_engine_typo_stops_the_process_at_start_up(tmp_path):
     result = _manage("check", env={"PORTAL_SCAN_ENGINE": "hyperscna"}, tmp_path=tmp_path)
     assert result.returncode != 0
     assert "PORTAL_SCAN_ENGINE='hyperscna': use 'hyperscan' or 'python'." in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("PORTAL_WORKING_ZONE", "Asia/Shangai", "No time zone found with key Asia/Shangai"),
+        ("PORTAL_WORKING_HOURS", "18-9", "The working day must start before it ends"),
+        ("PORTAL_HOLIDAYS_FILE", "/nonexistent/holidays.json", "No such file"),
+        ("PORTAL_TICKET_SLA_HIGH_H", "0", "positive number of business hours"),
+    ],
+)
+def test_a_working_calendar_typo_stops_the_process_at_start_up(tmp_path, name, value, says):
+    result = _manage("check", env={name: value}, tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert says in result.stderr
