@@ -211,6 +211,8 @@ class TicketViewSet(
                     ) from None
                 ticket = services.ticket_from_incident(incident, user=user, now=now, **body)
             else:
+                body.setdefault("title", "")
+                body.setdefault("department", None)
                 ticket = services.ticket_create(user=user, now=now, **body)
         except services.TicketRefused as refused:
             raise refusal(refused) from None
@@ -253,7 +255,7 @@ class TicketViewSet(
         return self._detail(ticket)
 
     @extend_schema(request=serializers.TicketTransitionSerializer, responses=_detail_responses())
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], filter_backends=[])
     def transition(self, request, pk=None):
         """Move the ticket by one of its ``actions``; reopening and declining need a ``reason``."""
         ticket = self.get_object()
@@ -272,7 +274,7 @@ class TicketViewSet(
         request=serializers.TicketCommentCreateSerializer,
         responses={201: serializers.TicketCommentSerializer},
     )
-    @action(detail=True, methods=["get", "post"])
+    @action(detail=True, methods=["get", "post"], pagination_class=None, filter_backends=[])
     def comments(self, request, pk=None):
         """The comments you may read, oldest first (internal notes: the committee and platform
         admins only); POST adds one (``internal`` notes: the committee and platform admins)."""
@@ -290,7 +292,7 @@ class TicketViewSet(
         return Response(serializers.TicketCommentSerializer(comment).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=serializers.TicketHistorySerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def history(self, request, pk=None):
         """Every saved change, oldest first: who, when, each field from → to, and the reason."""
         ticket = self.get_object()
