@@ -130,6 +130,34 @@ def test_another_departments_ticket_is_not_found_for_a_head_and_nothing_is_writt
     assert snapshot() == before
 
 
+ENDPOINTS = ["list", "detail", "comments", "history", "comment", "transition", "edit", "create"]
+STATUSES = {
+    "head_a": [200, 200, 200, 200, 201, 200, 200, 201],
+    "head_b": [200, 404, 404, 404, 404, 404, 404, 403],
+    "committee": [200, 200, 200, 200, 201, 200, 200, 201],
+    "admin": [200, 200, 200, 200, 201, 200, 200, 201],
+    "no_role": [403] * 8,
+}
+
+
+@pytest.mark.parametrize("role", list(STATUSES))
+def test_every_endpoint_as_each_role(client, org, tk, role):
+    """Vision's ticket, open and assigned to head_a, through every endpoint in turn."""
+    client.force_login(getattr(org, role))
+    pk = tk.vision.pk
+    calls = {
+        "list": lambda: client.get(URL),
+        "detail": lambda: client.get(f"{URL}{pk}/"),
+        "comments": lambda: client.get(f"{URL}{pk}/comments/"),
+        "history": lambda: client.get(f"{URL}{pk}/history/"),
+        "comment": lambda: post(client, f"{pk}/comments/", {"text": "Looked at it."}),
+        "transition": lambda: move(client, tk.vision, "start"),
+        "edit": lambda: patch(client, tk.vision, {"assignee": "admin"}),
+        "create": lambda: post(client, "", {"title": "Another fix", "department": "vision"}),
+    }
+    assert [calls[name]().status_code for name in ENDPOINTS] == STATUSES[role]
+
+
 @pytest.mark.parametrize("path", ["abc/", "0/", "999999/", "1.5/"])
 def test_no_such_ticket_is_a_404(client, org, tk, path):
     client.force_login(org.admin)
@@ -239,7 +267,8 @@ def test_an_unknown_state_is_a_400_that_lists_the_states(client, org, tk):
     "query",
     [
         "severity=urgent", "origin=email", "overdue=maybe", "due_soon=1", "department=nowhere",
-        "ordering=due_at", "sort=due", "search=nccl", "page_size=0",
+        "ordering=due_at", "sort=due", "search=nccl", "page_size=0", "assignee=head%00a", "state=op%00en",
+        "department=vi%00sion",
     ],
 )  # fmt: skip
 def test_a_bad_filter_value_is_a_400_naming_the_parameter(client, org, tk, query):
@@ -394,6 +423,9 @@ def test_a_head_opens_tickets_only_for_a_department_they_head(client, org):
         ({"title": "Fix", "department": "vision", "origin": "recommendation"}, "origin", None),
         ({"title": ["Fix"], "department": "vision"}, "title", None),
         ({"title": {"a": 1}, "department": "vision"}, "title", None),
+        ({"title": "Fi\x00x", "department": "vision"}, "title", None),
+        ({"title": "Fix", "department": "vi\x00sion"}, "department", None),
+        ({"title": "Fix", "department": "vision", "assignee": "head\x00-a"}, "assignee", None),
         ({"title": "Fix", "department": "vision", "meeting": "m" * 201}, "meeting", None),
         ({"recommendation": "one"}, "recommendation", None),
         ({"incident": -1}, "incident", None),
