@@ -915,3 +915,29 @@ def test_ticket_answers_on_stored_rows_conform_to_the_schema(org, tk, role):
             )
             statuses.add(response.status_code)
     assert {200, 201, 400} <= statuses
+
+
+# --- Pages and queries ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["head_a", "committee"])
+def test_the_list_is_paginated_and_its_query_count_does_not_grow_with_rows(client, org, tk, role):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(getattr(org, role))
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(f"{URL}?page_size=100").status_code == 200
+        return len(captured)
+
+    few = queries()
+    for n in range(12):
+        ticket_create(
+            user=org.admin, title=f"Fix {n}", department=org.dept_a, severity="low", assignee=org.head_a
+        )
+    assert queries() == few
+    body = client.get(f"{URL}?page_size=5").json()
+    assert (body["count"], len(body["results"])) == (13 if role == "head_a" else 14, 5)
+    assert "page=2" in body["next"]
