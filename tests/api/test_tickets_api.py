@@ -889,6 +889,20 @@ TICKET_CALLS = [
 ]
 
 
+@pytest.fixture
+def _keep_the_test_connection():
+    """As in test_schemathesis: a WSGI call must not close the test's database connection."""
+    from django.core import signals
+    from django.db import close_old_connections
+
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@pytest.mark.usefixtures("_keep_the_test_connection")
 @pytest.mark.parametrize("role", ["head_a", "committee", "admin"])
 def test_ticket_answers_on_stored_rows_conform_to_the_schema(org, tk, role):
     from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
