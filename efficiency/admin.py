@@ -36,6 +36,8 @@ from efficiency.models import (
     Recommendation,
     RecommendationDecision,
     SourceRun,
+    Ticket,
+    TicketComment,
     WorkerHeartbeat,
 )
 from efficiency.services.discovery import nodes_confirm
@@ -566,3 +568,46 @@ class JobLogFactsAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["job", "last_chunk_id", "updated_at"]
     search_fields = ["job__external_id"]
     list_select_related = ["job"]
+
+
+# --- Tickets: worked on the portal's pages, read here with their history ---------------------------
+
+
+class TicketCommentInline(admin.TabularInline):
+    """The comments and internal notes, as written: read only."""
+
+    model = TicketComment
+    fields = ["at", "author", "internal", "text"]
+    readonly_fields = fields
+    extra = 0
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Ticket)
+class TicketAdmin(AuditedReadOnlyAdmin):
+    """Tickets move along their workflow on the portal's pages (with the SLA clock and reasons);
+    here only to read, with every saved change in the history."""
+
+    list_display = ["pk", "title", "department", "state", "severity", "assignee", "due_at", "origin"]
+    list_filter = ["state", "severity", "origin", "department"]
+    search_fields = ["title", "assignee__username", "family_pattern"]
+    list_select_related = ["department", "assignee"]
+    date_hierarchy = "created_at"
+    exclude = ["jobs", "nodes", "incidents", "sla_notified"]
+    inlines = [TicketCommentInline]
+
+
+@admin.register(TicketComment)
+class TicketCommentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["ticket", "at", "author", "internal"]
+    list_filter = ["internal"]
+    search_fields = ["text", "ticket__title"]
+    list_select_related = ["ticket", "author"]

@@ -1,6 +1,7 @@
 import contextlib
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import models
@@ -9,8 +10,16 @@ from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
-from efficiency.choices import QuotaCycleStatus, RecommendationState
+from efficiency.choices import (
+    QuotaCycleStatus,
+    RecommendationState,
+    TicketAction,
+    TicketOrigin,
+    TicketSeverity,
+    TicketState,
+)
 from efficiency.models import (
     CapacityAlert,
     Cluster,
@@ -29,6 +38,8 @@ from efficiency.models import (
     Recommendation,
     RecommendationDecision,
     SourceRun,
+    Ticket,
+    TicketComment,
 )
 from efficiency.quota_explanation import explanation_steps
 from efficiency.recommendation_messages import RULES, rule_title, subject_text
@@ -38,6 +49,9 @@ from efficiency.selectors.recommendations import recommendation_jobs
 from efficiency.services.faults import incident_operations
 from efficiency.services.quotas import EXPORT_FORMATS
 from efficiency.services.recommendations import ACCEPT, COMMENT, REJECT, SNOOZE, recommendation_actions
+from efficiency.services.tickets import EDITABLE as TICKET_EDITABLE
+from efficiency.services.tickets import MAX_COMMENT as TICKET_MAX_COMMENT
+from efficiency.services.tickets import sla_status, ticket_actions
 from efficiency.times import display_time
 
 
@@ -851,3 +865,336 @@ class RecommendationSnoozeSerializer(serializers.Serializer):
 
 class RecommendationCommentSerializer(serializers.Serializer):
     text = serializers.CharField(max_length=DECISION_TEXT_MAX)
+
+
+# --- Tickets --------------------------------------------------------------------------------------
+
+# What people may ask of a ticket (the portal's verification moves are not theirs).
+TICKET_PEOPLE_ACTIONS = tuple(
+    value
+    for value in TicketAction.values
+    if value not in ("verify", "measure_gain", "measure_no_gain", "measure_regression")
+)
+TICKET_CREATE_ORIGINS = (TicketOrigin.MANUAL, TicketOrigin.COMMITTEE)
+
+
+def _named_choice_field(choices_class, component_name: str):
+    """A ChoiceField whose enum has a name of its own in the schema (another ``state`` or
+    ``severity`` enum would otherwise get a hashed name)."""
+
+    @extend_schema_field(
+        {
+            "type": "string",
+            "enum": list(choices_class.values),
+            "description": "\n".join(f"* `{value}` - {label}" for value, label in choices_class.choices),
+        },
+        component_name=component_name,
+    )
+    class NamedChoiceField(serializers.ChoiceField):
+        def __init__(self, **kwargs):
+            super().__init__(choices=choices_class.choices, **kwargs)
+
+    return NamedChoiceField
+
+
+TicketStateField = _named_choice_field(TicketState, "TicketStateEnum")
+TicketSeverityField = _named_choice_field(TicketSeverity, "TicketSeverityEnum")
+TicketOriginField = _named_choice_field(TicketOrigin, "TicketOriginEnum")
+
+
+class TicketGainSerializer(serializers.Serializer):
+    percent = serializers.FloatField(allow_null=True, help_text=_("Share of the family's GPU-hours."))
+    gpu_hours_per_week = serializers.FloatField(allow_null=True)
+
+
+class TicketSerializer(ModelSerializer):
+    """A ticket as a list shows it; ``sla`` is ``ok``, ``due_soon`` or ``overdue`` while the work is
+    open (measured when it began to wait, if it waits), null once resolved or declined."""
+
+    state = TicketStateField(read_only=True)
+    severity = TicketSeverityField(read_only=True)
+    origin = TicketOriginField(read_only=True)
+    department = SlugRelatedField(slug_field="code", read_only=True)
+    assignee = SlugRelatedField(slug_field="username", read_only=True)
+    sla = serializers.SerializerMethodField(
+        help_text=_("ok, due_soon or overdue; null when the clock stopped.")
+    )
+    actions = serializers.SerializerMethodField(
+        help_text=_("The workflow actions you may take now (POST them to …/transition/).")
+    )
+
+    class Meta:
+        model = Ticket
+        fields = [
+            "id",
+            "title",
+            "state",
+            "severity",
+            "origin",
+            "department",
+            "assignee",
+            "due_at",
+            "sla",
+            "recommendation",
+            "incident",
+            "created_at",
+            "updated_at",
+            "actions",
+        ]
+        read_only_fields = fields
+
+    def _now(self):
+        return self.context.get("now") or timezone.now()
+
+    @extend_schema_field(
+        {"type": "string", "enum": ["ok", "due_soon", "overdue"], "nullable": True},
+        component_name="TicketSlaEnum",
+    )
+    def get_sla(self, ticket: Ticket) -> str | None:
+        return sla_status(ticket, self._now())
+
+    @extend_schema_field({"type": "array", "items": {"type": "string", "enum": list(TICKET_PEOPLE_ACTIONS)}})
+    def get_actions(self, ticket: Ticket) -> list[str]:
+        return ticket_actions(ticket, self.context["request"].user)
+
+
+class TicketDetailSerializer(TicketSerializer):
+    created_by = SlugRelatedField(slug_field="username", read_only=True)
+    expected_gain = serializers.SerializerMethodField()
+    measured_gain = serializers.SerializerMethodField(
+        help_text=_("What verification measured (percent); null until it has.")
+    )
+    verification = serializers.SerializerMethodField(
+        help_text=_("The last verdict of the measurement: metric, before/after values, interval, shortfalls.")
+    )
+    jobs = serializers.PrimaryKeyRelatedField(many=True, read_only=True, help_text=_("Ids of linked jobs."))
+    nodes = serializers.PrimaryKeyRelatedField(many=True, read_only=True, help_text=_("Ids of linked nodes."))
+    incidents = serializers.PrimaryKeyRelatedField(
+        many=True, read_only=True, help_text=_("Ids of linked incidents.")
+    )
+
+    class Meta(TicketSerializer.Meta):
+        fields = [
+            *TicketSerializer.Meta.fields,
+            "description",
+            "meeting",
+            "created_by",
+            "paused_at",
+            "resolved_at",
+            "verified_at",
+            "closed_at",
+            "family_user",
+            "family_pattern",
+            "expected_gain",
+            "measured_gain",
+            "verification",
+            "jobs",
+            "nodes",
+            "incidents",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(TicketGainSerializer)
+    def get_expected_gain(self, ticket: Ticket) -> dict:
+        return {"percent": ticket.expected_gain_pct, "gpu_hours_per_week": ticket.expected_gain_gpu_h_week}
+
+    @extend_schema_field(TicketGainSerializer)
+    def get_measured_gain(self, ticket: Ticket) -> dict:
+        return {"percent": ticket.measured_gain_pct, "gpu_hours_per_week": None}
+
+    @extend_schema_field({"type": "object", "additionalProperties": True})
+    def get_verification(self, ticket: Ticket) -> dict:
+        return ticket.verification if isinstance(ticket.verification, dict) else {}
+
+
+class TicketCreateSerializer(serializers.Serializer):
+    """Open a ticket by hand (``title``, ``department`` …), or from an accepted recommendation
+    (``{"recommendation": id}``) or an incident (``{"incident": id}``, the other fields optional)."""
+
+    recommendation = serializers.IntegerField(
+        required=False, min_value=1, help_text=_("Id of an accepted recommendation: its ticket.")
+    )
+    incident = serializers.IntegerField(
+        required=False, min_value=1, help_text=_("Id of an incident to follow up.")
+    )
+    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    description = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    department = SlugRelatedField(
+        slug_field="code", queryset=Department.objects.none(), required=False, help_text=_("Department code.")
+    )
+    severity = TicketSeverityField(required=False)
+    assignee = SlugRelatedField(
+        slug_field="username",
+        queryset=get_user_model().objects.none(),
+        required=False,
+        allow_null=True,
+        help_text=_("Username of a head of the department or of a platform admin."),
+    )
+    due_at = DateTimeField(
+        required=False, allow_null=True, help_text=_("By default from the severity's SLA.")
+    )
+    origin = serializers.ChoiceField(choices=TICKET_CREATE_ORIGINS, required=False)
+    meeting = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+
+    def __init__(self, *args, departments=None, users=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if departments is not None:
+            self.fields["department"].queryset = departments
+        if users is not None:
+            self.fields["assignee"].queryset = users
+
+    def validate(self, attrs):
+        sources = [name for name in ("recommendation", "incident") if name in attrs]
+        if len(sources) > 1:
+            raise serializers.ValidationError(
+                {"incident": [_("Name a recommendation or an incident, not both.")]}
+            )
+        if "recommendation" in attrs:
+            extra = sorted(set(attrs) - {"recommendation", "department"})
+            if extra:
+                raise serializers.ValidationError(
+                    {extra[0]: [_("A recommendation's ticket takes this from the recommendation.")]}
+                )
+        if "incident" in attrs and "origin" in attrs:
+            raise serializers.ValidationError(
+                {"origin": [_("A ticket opened from an incident is of its origin.")]}
+            )
+        return attrs
+
+
+class TicketUpdateSerializer(serializers.Serializer):
+    """The fields a PATCH may change; a department head may only change ``assignee``."""
+
+    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    description = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    severity = TicketSeverityField(required=False)
+    assignee = SlugRelatedField(
+        slug_field="username", queryset=get_user_model().objects.none(), required=False, allow_null=True
+    )
+    due_at = DateTimeField(required=False)
+    meeting = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+
+    def __init__(self, *args, users=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if users is not None:
+            self.fields["assignee"].queryset = users
+
+    def validate(self, attrs):
+        if isinstance(self.initial_data, dict):
+            unknown = sorted(set(self.initial_data) - set(TICKET_EDITABLE))
+            if unknown:
+                raise serializers.ValidationError(
+                    {
+                        name: [
+                            _("This field cannot be changed here; editable are: %(fields)s.")
+                            % {"fields": ", ".join(TICKET_EDITABLE)}
+                        ]
+                        for name in unknown
+                    }
+                )
+        if not attrs:
+            raise serializers.ValidationError(
+                {
+                    api_settings.NON_FIELD_ERRORS_KEY: [
+                        _("Nothing to change; editable are: %(fields)s.")
+                        % {"fields": ", ".join(TICKET_EDITABLE)}
+                    ]
+                }
+            )
+        return attrs
+
+
+class KnownChoiceField(serializers.ChoiceField):
+    """A choice field whose refusal lists the valid values (``what`` names the kind of value)."""
+
+    def __init__(self, *, what: str, **kwargs):
+        self.what = what
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and data in self.choice_strings_to_values:
+            return self.choice_strings_to_values[data]
+        raise serializers.ValidationError(
+            _("Unknown %(what)s %(value)s; choose one of: %(known)s.")
+            % {"what": self.what, "value": repr(data)[:50], "known": ", ".join(self.choice_strings_to_values)}
+        )
+
+
+class TicketTransitionSerializer(serializers.Serializer):
+    action = KnownChoiceField(
+        what=_("action"),
+        choices=TICKET_PEOPLE_ACTIONS,
+        help_text=_("One of the actions the ticket's ``actions`` lists."),
+    )
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text=_("Why (required to reopen or decline): kept in the ticket's history."),
+    )
+
+
+class TicketCommentCreateSerializer(serializers.Serializer):
+    text = serializers.CharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text=_("At most %(limit)d characters.") % {"limit": TICKET_MAX_COMMENT},
+    )
+    internal = serializers.BooleanField(
+        default=False, help_text=_("An internal note: the committee and platform admins only.")
+    )
+
+
+class TicketCommentSerializer(ModelSerializer):
+    by = SlugRelatedField(source="author", slug_field="username", read_only=True)
+
+    class Meta:
+        model = TicketComment
+        fields = ["id", "at", "by", "text", "internal"]
+        read_only_fields = fields
+
+
+class TicketChangeSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    # "from" is a keyword: the fields are named in to_representation.
+    old = serializers.JSONField(allow_null=True)
+    new = serializers.JSONField(allow_null=True)
+
+    def to_representation(self, change):
+        name, old, new = change
+        return {"field": name, "from": _json_value(old), "to": _json_value(new)}
+
+
+def _json_value(value):
+    if isinstance(value, datetime):
+        return DateTimeField().to_representation(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _json_value(item) for key, item in value.items()}
+    return str(value)
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"field": {"type": "string"}, "from": {}, "to": {}},
+            "required": ["field", "from", "to"],
+        },
+    }
+)
+class TicketChangesField(serializers.ListField):
+    child = TicketChangeSerializer()
+
+
+class TicketHistorySerializer(serializers.Serializer):
+    at = DateTimeField()
+    by = serializers.CharField(allow_null=True, help_text=_("Who; null for the portal itself."))
+    kind = serializers.ChoiceField(choices=["created", "changed", "deleted"])
+    state = TicketStateField()
+    reason = serializers.CharField(allow_blank=True, help_text=_("The reason given for a transition."))
+    changes = TicketChangesField(help_text=_("Each changed field: from → to."))

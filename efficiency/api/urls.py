@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from efficiency.api import faults, inventory, quotas, recommendations, sources, usage
+from efficiency.api import faults, inventory, quotas, recommendations, sources, tickets, usage
 
 app_name = "api"
 
@@ -17,6 +17,7 @@ router.register("quotas", quotas.QuotaViewSet, basename="quota")
 router.register("quota-objections", quotas.QuotaObjectionViewSet, basename="quota-objection")
 router.register("capacity-alerts", quotas.CapacityAlertViewSet, basename="capacity-alert")
 router.register("recommendations", recommendations.RecommendationViewSet, basename="recommendation")
+router.register("tickets", tickets.TicketViewSet, basename="ticket")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -301,7 +301,9 @@ _INCIDENT_SEVERITY = {
 def ticket_from_incident(incident: Incident, *, user: User, now: datetime | None = None, **fields) -> Ticket:
     """A follow-up ticket for an incident, owned by its job's department or its node's owner."""
     department = incident.department or (incident.node.owner_department if incident.node_id else None)
-    place = incident.node.name if incident.node_id else (incident.job.external_id if incident.job_id else "")
+    place = (
+        incident.node.hostname if incident.node_id else (incident.job.external_id if incident.job_id else "")
+    )
     title = fields.pop("title", None) or (
         _("Follow up incident #%(id)d: %(category)s on %(place)s")
         % {"id": incident.pk, "category": incident.get_category_display(), "place": place or "?"}
