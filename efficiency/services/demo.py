@@ -138,6 +138,7 @@ def demo_history_backfill(
     step: timedelta = timedelta(minutes=10),
     progress: Callable[[str, float], None] | None = None,
     log_days: float = LOG_DAYS,
+    since: datetime | None = None,
 ) -> dict[str, int]:
     """Feed the simulator's history up to ``until`` through the production parse/ingest path.
 
@@ -146,6 +147,7 @@ def demo_history_backfill(
     and acted on at that simulated moment, as the live portal would have.
     ``progress(phase, fraction_of_phase)`` is told how far it got (demo_status.PHASES). Job logs
     are replayed for the last ``log_days`` only: they are bulky, and collected in 15-minute steps.
+    ``since``: continue a history already fed up to that time (samples and logs from there on).
     """
     progress = progress or (lambda phase, fraction: None)
     start = sim.start
@@ -157,7 +159,7 @@ def demo_history_backfill(
     counts["jobs"] = jobs_ingest(
         cluster=cluster, source=JobSource.SLURM, records=jobs.records, now=until
     ).stored
-    at = start
+    at = since or start
     while at < until:
         readings = gpu_readings_from_exposition(sim.exposition(at), scrape_time_ms=int(at.timestamp() * 1000))
         result = gpu_readings_store(
@@ -169,11 +171,11 @@ def demo_history_backfill(
         at += step
         if counts["pages"] % 288 == 0:
             logger.info("demo backfill: %s of history done", at - start)
-            progress("samples", (at - start) / (until - start))
+            progress("samples", (at - (since or start)) / (until - (since or start)))
     _logs_history_collect(
         sim,
         cluster=cluster,
-        since=max(start, until - timedelta(days=log_days)),
+        since=max(since or start, until - timedelta(days=log_days)),
         until=until,
         progress=lambda fraction: progress("logs", fraction),
     )

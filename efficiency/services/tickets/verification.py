@@ -71,6 +71,7 @@ logger = logging.getLogger(__name__)
 MAX_CHUNKS = 5_000  # log chunks read per window, newest first
 MAX_LINES_PER_JOB = 2_000  # iteration values kept per run
 MAX_SERIES_POINTS = 100  # runs per window in the chart's series
+MIN_ITERATION_S, MAX_ITERATION_S = 1e-6, 86_400.0  # a time per iteration outside these is junk
 MIN_WORK_COVERAGE = 0.5  # share of the window's GPU-hours whose runs must show a rate of work
 
 _TIME_SHAPES = {"elapsed_ms": 1e-3, "elapsed_s": 1.0, "iter_time": 1.0, "time_meter": 1.0}
@@ -233,7 +234,8 @@ def _read_line(run: _Run, line: str) -> None:
             value *= _TIME_SHAPES[metric.key]
         elif metric.higher_is_faster:
             value = 1.0 / value  # a rate: time per iteration (or per sample, at the family's batch)
-        run.series[metric.key].append(value)
+        if MIN_ITERATION_S <= value <= MAX_ITERATION_S:  # else a junk number, not a time
+            run.series[metric.key].append(value)
     consumed = _CONSUMED.search(line)
     if consumed:
         at_s = _unix_time(line)
