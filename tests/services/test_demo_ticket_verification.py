@@ -74,7 +74,8 @@ def test_a_fixed_socket_family_verifies_its_gain_and_an_unfixed_family_has_none(
     result = fixed.verification
     print(
         f"socket family: {result['before']:.2f} s/it before, {result['after']:.2f} s/it after, "
-        f"gain {result['gain_pct']:.1f}% [{result['interval_low_pct']:.1f}, {result['interval_high_pct']:.1f}], "
+        f"gain {result['gain_pct']:.1f}% "
+        f"[{result['interval_low_pct']:.1f}, {result['interval_high_pct']:.1f}], "
         f"expected {result['expected_gain_pct']:.1f}%; stock family: {unfixed.verification['gain_pct']:.1f}%"
     )
     assert summary == {TicketState.VERIFIED_GAIN: 1, TicketState.NO_GAIN: 1}

@@ -40,7 +40,8 @@ def _lines(start: datetime, iteration_s: float, count: int, *, batch: int = 256)
         at = start + timedelta(seconds=10 * n * iteration_s)
         ms = 1000 * iteration_s * (1 + 0.02 * math.sin(n))
         rows.append(
-            f" [{at:%Y-%m-%d %H:%M:%S}] iteration {10 * n:8d}/  100000 | consumed samples: {10 * n * batch:12d} |"
+            f" [{at:%Y-%m-%d %H:%M:%S}] iteration {10 * n:8d}/  100000 |"
+            f" consumed samples: {10 * n * batch:12d} |"
             f" elapsed time per iteration (ms): {ms:.1f} | learning rate: 3.000E-04 |"
         )
     return "\n".join(rows) + "\n"
