@@ -16,6 +16,10 @@ Everything is derived from the seed, so the same seed and start give the same cl
 - **Time is simulated in fixed epochs** (6 h). Arrivals and faults of an epoch are drawn from
   an RNG seeded by (seed, pool or "faults", epoch), and epochs are always simulated in order from
   the beginning, so asking for any time gives the same history whatever was asked before.
+- **Job families** (one user's runs of one name pattern, digits as ``*``) train the same model:
+  their speed and the slowdown of their misconfiguration are the family's, within ±2% a run.
+  ``fix_family`` (or ``fixes=`` at construction) fixes a family's misconfiguration from a time
+  on: runs submitted after it are healthy, whenever the simulator learns of it.
 - **Per-GPU samples** at time t are a function of the job holding the GPU (found by bisection in
   per-GPU allocation lists) and of a hash of (seed, hostname, gpu, minute): no shared RNG.
 
@@ -556,7 +560,8 @@ class ClusterSimulator:
     ``fault_rate_per_day`` is the expected number of injected faults per day across the whole
     simulated cluster (each hits a running job); ``misconfig_share`` is the probability that a
     non-interactive job carries one of the three misconfigurations. ``local_utc_offset_h`` sets
-    the users' working day for the diurnal submission pattern.
+    the users' working day for the diurnal submission pattern. ``fixes`` maps job families
+    (department, user, name pattern) to the time their misconfiguration was fixed (``fix_family``).
     """
 
     def __init__(

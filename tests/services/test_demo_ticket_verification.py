@@ -95,3 +95,58 @@ def test_a_fixed_socket_family_verifies_its_gain_and_an_unfixed_family_has_none(
     assert unfixed.state == TicketState.NO_GAIN
     assert unfixed.verification["reason"] == ""
     assert abs(unfixed.verification["gain_pct"]) < 5
+
+
+def _resolved_ticket(org, rule="network.nccl-socket-on-rdma"):
+    from tests.factories import RecommendationFactory
+
+    rec = RecommendationFactory(
+        rule=rule, department=org.dept_a, cluster=org.cluster, user_name="alice", name_pattern="bev-exp*"
+    )
+    recommendation_decide(rec, user=org.admin, action="accept", now=T - timedelta(hours=1))
+    ticket = rec.tickets.get()
+    ticket_transition(ticket, "start", user=org.admin, now=T - timedelta(minutes=30))
+    return ticket
+
+
+def test_outside_the_demo_resolving_queues_nothing_and_applies_no_fix(
+    org, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    settings.VAR_DIR = tmp_path  # no simulated cluster here
+    ticket = _resolved_ticket(org)
+    with django_capture_on_commit_callbacks() as queued:
+        ticket = ticket_transition(ticket, "resolve", user=org.admin, now=T)
+    assert queued == []
+    assert not demo_fix_apply(ticket)
+    assert not (tmp_path / "sim" / "fixes.json").exists()
+
+
+def test_in_the_demo_resolving_queues_the_fix_and_every_simulator_learns_it(
+    org, settings, tmp_path, django_capture_on_commit_callbacks, monkeypatch
+):
+    from efficiency import tasks
+
+    settings.VAR_DIR = tmp_path
+    demo_simulator(days=2, now=T)  # the demo's simulator state: this portal runs the demo
+    sent = []
+    monkeypatch.setattr(tasks.demo_fix_apply_task, "delay", lambda ticket_id: sent.append(ticket_id))
+    ticket = _resolved_ticket(org)
+    with django_capture_on_commit_callbacks(execute=True):
+        ticket = ticket_transition(ticket, "resolve", user=org.admin, now=T)
+    assert sent == [ticket.pk]
+    assert tasks.demo_fix_apply_task(ticket.pk) == {"applied": True}  # what the worker runs
+    assert demo_fixes() == {("vision", "alice", "bev-exp*"): T}
+    # A simulator built later (another process) knows the fix; resolving again later keeps the first.
+    assert demo_simulator().fixes() == {("vision", "alice", "bev-exp*"): T}
+    ticket.resolved_at = T + timedelta(days=1)
+    assert demo_fix_apply(ticket)
+    assert demo_fixes() == {("vision", "alice", "bev-exp*"): T}
+
+
+def test_only_a_misconfiguration_the_simulator_knows_is_fixed(org, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    demo_simulator(days=2, now=T)
+    ticket = _resolved_ticket(org, rule="allocation.idle-held")
+    ticket = ticket_transition(ticket, "resolve", user=org.admin, now=T)
+    assert not demo_fix_apply(ticket)
+    assert demo_fixes() == {}

@@ -16,9 +16,10 @@ started before ``resolved_at`` and ran in the ``before_days`` before it; the aft
 that *started* after ``resolved_at`` (a run that started before the fix still has the old config).
 
 **The series.** Iteration times come from the runs' log lines, read from the stored log chunks
-(the newest ``MAX_CHUNKS`` chunks a window, at most ``MAX_LINES_PER_JOB`` values a run): the
-throughput shapes ``efficiency.analysis.faults.context.METRICS`` knows (Megatron's ``elapsed time
-per iteration (ms)``, tqdm's ``it/s``, ``samples/sec``, ...). One shape is compared, the one both
+(the newest ``MAX_CHUNKS`` chunks that hold a throughput line, at most ``MAX_LOG_CHARS`` of
+text a window, at most ``MAX_LINES_PER_JOB`` values a run): the throughput shapes that
+``efficiency.analysis.faults.context.METRICS`` knows (Megatron's ``elapsed time per iteration
+(ms)``, tqdm's ``it/s``, ``samples/sec``, ...); numbers that cannot be a time are dropped. One shape is compared, the one both
 windows print most (a rate enters as its inverse: time per iteration or per sample). SM activity is
 one value per job-hour (SM-active GPU-seconds over held GPU-seconds; engine activity where the
 exporter reports no SM activity, as the recommendations read it). GPU-hours are the family's held
@@ -69,6 +70,7 @@ from efficiency.services.tickets.core import ticket_transition
 logger = logging.getLogger(__name__)
 
 MAX_CHUNKS = 5_000  # log chunks read per window, newest first
+MAX_LOG_CHARS = 64_000_000  # and at most this much of their text
 MAX_LINES_PER_JOB = 2_000  # iteration values kept per run
 MAX_SERIES_POINTS = 100  # runs per window in the chart's series
 MIN_ITERATION_S, MAX_ITERATION_S = 1e-6, 86_400.0  # a time per iteration outside these is junk
@@ -259,7 +261,11 @@ def _read_logs(runs: dict[int, _Run]) -> None:
         .order_by("-pk")
         .values_list("job_id", "text")[:MAX_CHUNKS]
     )
-    for job_id, text in chunks:
+    read = 0
+    for job_id, text in chunks.iterator(chunk_size=200):
+        read += len(text or "")
+        if read > MAX_LOG_CHARS:
+            break
         run = runs[job_id]
         for line in (text or "").split("\n"):
             if any(literal in line for literal in _LITERALS) or "consumed samples" in line:

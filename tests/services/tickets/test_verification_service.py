@@ -237,3 +237,20 @@ def test_a_failing_ticket_is_logged_and_the_others_still_verified(org, monkeypat
     assert Ticket.objects.get(pk=fine.pk).state == TicketState.VERIFIED_GAIN
     assert Ticket.objects.get(pk=broken.pk).state == TicketState.VERIFYING
     assert "Verification of ticket" in caplog.text
+
+
+def test_the_worker_task_runs_every_15_minutes_and_verifies(org, settings, monkeypatch):
+    from django.utils import timezone
+
+    from efficiency import tasks
+
+    assert settings.CELERY_BEAT_SCHEDULE["tickets-verify"] == {
+        "task": "efficiency.tasks.tickets_verify_task",
+        "schedule": 900.0,
+    }
+    ticket = _ticket(org)
+    _run(org, RESOLVED - timedelta(days=2), hours=10, iteration_s=2.0, lines=150)
+    _run(org, RESOLVED + timedelta(hours=1), hours=12, iteration_s=1.0, lines=250)
+    monkeypatch.setattr(timezone, "now", lambda: RESOLVED + timedelta(days=1))
+    assert tasks.tickets_verify_task() == {TicketState.VERIFIED_GAIN: 1}
+    assert Ticket.objects.get(pk=ticket.pk).state == TicketState.VERIFIED_GAIN
