@@ -19,8 +19,9 @@ that *started* after ``resolved_at`` (a run that started before the fix still ha
 (the newest ``MAX_CHUNKS`` chunks that hold a throughput line, at most ``MAX_LOG_CHARS`` of
 text a window, at most ``MAX_LINES_PER_JOB`` values a run): the throughput shapes that
 ``efficiency.analysis.faults.context.METRICS`` knows (Megatron's ``elapsed time per iteration
-(ms)``, tqdm's ``it/s``, ``samples/sec``, ...); numbers that cannot be a time are dropped. One shape is compared, the one both
-windows print most (a rate enters as its inverse: time per iteration or per sample). SM activity is
+(ms)``, tqdm's ``it/s``, ``samples/sec``, ...); numbers that cannot be a time are dropped. One
+shape is compared, the one both windows print most (a rate enters as its inverse: time per
+iteration or per sample). SM activity is
 one value per job-hour (SM-active GPU-seconds over held GPU-seconds; engine activity where the
 exporter reports no SM activity, as the recommendations read it). GPU-hours are the family's held
 GPU-hours in the window. Work units are samples (Megatron's ``consumed samples``): each run's rate
