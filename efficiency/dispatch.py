@@ -42,3 +42,12 @@ def quota_backtest(cycle_id: int) -> None:
 def source_collect(source_id: int) -> None:
     """Collect once from a source now (the Data sources page's "Collect now")."""
     _tasks().collect_source_task.delay_on_commit(source_id)
+
+
+def demo_fix_applied(ticket_id: int) -> None:
+    """Demo only: a ticket was resolved; the simulated cluster applies its fix to the job family.
+    Nothing is queued outside the demo (no simulated cluster on this portal)."""
+    from efficiency.services.demo import demo_active
+
+    if demo_active():
+        _tasks().demo_fix_apply_task.delay_on_commit(ticket_id)

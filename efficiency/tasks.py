@@ -169,3 +169,21 @@ def recommendations_refresh_task(full: bool = False) -> dict:
     """Recommendations: incremental every few minutes, full nightly (closes what no longer holds)."""
     summary = recommendations.recommendations_refresh(full=full)
     return {"jobs": summary.jobs, "created": summary.created, "closed": summary.closed}
+
+
+@shared_task
+def tickets_verify_task() -> dict:
+    """Measure the gain of every resolved ticket still verifying; move those whose data is in."""
+    from efficiency.services.tickets import tickets_verify
+
+    return tickets_verify()
+
+
+@shared_task
+def demo_fix_apply_task(ticket_id: int) -> dict:
+    """Demo only: apply a resolved ticket's fix to its job family in the simulated cluster."""
+    from efficiency.models import Ticket
+    from efficiency.services.demo import demo_fix_apply
+
+    ticket = Ticket.objects.select_related("recommendation__department").filter(pk=ticket_id).first()
+    return {"applied": ticket is not None and demo_fix_apply(ticket)}

@@ -353,6 +353,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "efficiency.tasks.worker_heartbeat_prune_task",
         "schedule": crontab(hour=3, minute=30),
     },
+    # Every 15 minutes: measure the gain of resolved tickets that are verifying.
+    "tickets-verify": {"task": "efficiency.tasks.tickets_verify_task", "schedule": 900.0},
 }
 
 # --- Portal ----------------------------------------------------------------------------------

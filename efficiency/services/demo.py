@@ -69,6 +69,10 @@ class DemoPaths:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def fixes(self) -> Path:
+        return self.root / "fixes.json"
+
 
 def demo_paths() -> DemoPaths:
     return DemoPaths(Path(settings.VAR_DIR) / "sim")
@@ -99,6 +103,7 @@ def demo_simulator(*, days: int = 21, seed: int = 7, now: datetime | None = None
         seed=state["seed"],
         start=datetime.fromisoformat(state["start"]),
         automated_recovery_from=datetime.fromisoformat(automated_from) if automated_from else None,
+        fixes=demo_fixes(),
     )
 
 
@@ -133,6 +138,7 @@ def demo_history_backfill(
     step: timedelta = timedelta(minutes=10),
     progress: Callable[[str, float], None] | None = None,
     log_days: float = LOG_DAYS,
+    since: datetime | None = None,
 ) -> dict[str, int]:
     """Feed the simulator's history up to ``until`` through the production parse/ingest path.
 
@@ -141,6 +147,7 @@ def demo_history_backfill(
     and acted on at that simulated moment, as the live portal would have.
     ``progress(phase, fraction_of_phase)`` is told how far it got (demo_status.PHASES). Job logs
     are replayed for the last ``log_days`` only: they are bulky, and collected in 15-minute steps.
+    ``since``: continue a history already fed up to that time (samples and logs from there on).
     """
     progress = progress or (lambda phase, fraction: None)
     start = sim.start
@@ -152,7 +159,7 @@ def demo_history_backfill(
     counts["jobs"] = jobs_ingest(
         cluster=cluster, source=JobSource.SLURM, records=jobs.records, now=until
     ).stored
-    at = start
+    at = since or start
     while at < until:
         readings = gpu_readings_from_exposition(sim.exposition(at), scrape_time_ms=int(at.timestamp() * 1000))
         result = gpu_readings_store(
@@ -164,11 +171,11 @@ def demo_history_backfill(
         at += step
         if counts["pages"] % 288 == 0:
             logger.info("demo backfill: %s of history done", at - start)
-            progress("samples", (at - start) / (until - start))
+            progress("samples", (at - (since or start)) / (until - (since or start)))
     _logs_history_collect(
         sim,
         cluster=cluster,
-        since=max(start, until - timedelta(days=log_days)),
+        since=max(since or start, until - timedelta(days=log_days)),
         until=until,
         progress=lambda fraction: progress("logs", fraction),
     )
@@ -288,6 +295,8 @@ def _logs_write(sim: ClusterSimulator, *, since: datetime, until: datetime) -> N
 def demo_live_tick(*, sim: ClusterSimulator, now: datetime) -> None:
     """Write what the cluster produced up to ``now``: current scheduler output and new log lines."""
     paths = demo_paths()
+    for (department, user, pattern), at in demo_fixes().items():
+        sim.fix_family(department, user, pattern, at=at)  # a fix the portal applied meanwhile
     text = sim.sacct_text(now - SACCT_WINDOW, now, timezone=UTC)
     partial = paths.sacct.with_suffix(".tmp")
     partial.write_text(text)
@@ -296,3 +305,73 @@ def demo_live_tick(*, sim: ClusterSimulator, now: datetime) -> None:
     since = datetime.fromisoformat(state.get("logs_until", now.isoformat()))
     if now > since:
         _logs_write(sim, since=since, until=now)
+
+
+# --- Fixes: a resolved ticket's change reaches the simulated cluster --------------------------
+#
+# In the demo the departments' engineers are simulated too: when a ticket for a misconfigured job
+# family is resolved, the family's later runs use the fixed set-up, so that the portal's
+# verification has a real gain to measure. The portal records the fix in ``var/sim/fixes.json``;
+# every process that simulates reads it: ``demo_simulator`` when it builds the simulator, the live
+# ``simulate serve`` process at each tick (``demo_live_tick``). A shared file, not an HTTP control
+# endpoint on the simulated exporter: the exporter stays what it stands in for (a read-only
+# dcgm-exporter), the simulator already keeps its state in var/sim for the same reason (every
+# process must agree), and the fix survives a restart of the simulator. The file is written
+# only where the demo's simulator state exists (``demo_active``), which a production portal never
+# has; the simulator rewrites runs already drawn, so it does not matter when it reads the file.
+
+DEMO_FIX_RULES = frozenset(
+    {"network.nccl-socket-on-rdma", "storage.cache-metadata-only", "kernels.stock-framework"}
+)
+
+
+def demo_active() -> bool:
+    """Whether this portal runs the demo's simulated cluster (its state file exists)."""
+    return demo_paths().state.exists()
+
+
+def demo_fixes() -> dict[tuple[str, str, str], datetime]:
+    """The fixes applied so far: (department code, user, name pattern) → from when."""
+    path = demo_paths().fixes
+    try:
+        rows = json.loads(path.read_text()) if path.exists() else []
+        return {
+            (row["department"], row["user"], row["pattern"]): datetime.fromisoformat(row["at"])
+            for row in rows
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        logger.warning("demo fixes file %s unreadable; no fixes applied", path)
+        return {}
+
+
+def demo_fix_apply(ticket, *, sim: ClusterSimulator | None = None) -> bool:
+    """Demo only: apply a resolved ticket's fix to its job family in the simulated cluster, from
+    the moment it was resolved. Returns whether a fix was recorded (False outside the demo, for a
+    ticket that is not about a misconfigured family, or not resolved). ``sim``: a simulator in
+    this process to tell at once (others read the file)."""
+    recommendation = ticket.recommendation
+    if (
+        not demo_active()
+        or recommendation is None
+        or recommendation.rule not in DEMO_FIX_RULES
+        or not ticket.family_pattern
+        or ticket.resolved_at is None
+        or recommendation.department is None
+    ):
+        return False
+    key = (recommendation.department.code, ticket.family_user, ticket.family_pattern)
+    fixes = demo_fixes()
+    if key not in fixes or ticket.resolved_at < fixes[key]:
+        fixes[key] = ticket.resolved_at
+    rows = [
+        {"department": d, "user": u, "pattern": p, "at": at.isoformat()}
+        for (d, u, p), at in sorted(fixes.items())
+    ]
+    path = demo_paths().fixes
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(rows, indent=1))
+    partial.replace(path)  # atomic: the simulator never reads half a file
+    if sim is not None:
+        sim.fix_family(*key, at=fixes[key])
+    logger.info("demo: fix of %s applied from %s", "/".join(key), fixes[key].isoformat())
+    return True

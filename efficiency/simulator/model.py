@@ -16,6 +16,10 @@ Everything is derived from the seed, so the same seed and start give the same cl
 - **Time is simulated in fixed epochs** (6 h). Arrivals and faults of an epoch are drawn from
   an RNG seeded by (seed, pool or "faults", epoch), and epochs are always simulated in order from
   the beginning, so asking for any time gives the same history whatever was asked before.
+- **Job families** (one user's runs of one name pattern, digits as ``*``) train the same model:
+  their speed and the slowdown of their misconfiguration are the family's, within ±2% a run.
+  ``fix_family`` (or ``fixes=`` at construction) fixes a family's misconfiguration from a time
+  on: runs submitted after it are healthy, whenever the simulator learns of it.
 - **Per-GPU samples** at time t are a function of the job holding the GPU (found by bisection in
   per-GPU allocation lists) and of a hash of (seed, hostname, gpu, minute): no shared RNG.
 
@@ -239,6 +243,59 @@ class FaultTruth:
     xid: int | None = None
 
 
+FamilyKey = tuple[str, str, str]  # (department, user, family pattern as ``family_name`` writes it)
+
+
+@dataclass(frozen=True, slots=True)
+class _Healthy:
+    """A job's draws before its misconfiguration was applied, and what its config is made of."""
+
+    activity: float
+    zero_share: float
+    sm_ratio: float
+    tensor_ratio: float
+    iteration_s: float
+    iters_factor: float  # train_iters = planned_s / iteration_s × this
+    variant: float  # _job_config's draw
+
+
+def _family_key(job: "SimJob") -> FamilyKey:
+    return (job.department, job.user_name, re.sub(r"[0-9]+", "*", job.name))
+
+
+def _without_misconfig(job: "SimJob", healthy: _Healthy) -> None:
+    """Make ``job`` the run its family gives once fixed: no misconfiguration, healthy speed and
+    activity, more iterations in the same planned time, the fixed config (IB settings, the
+    accelerated image, the full-data cache)."""
+    job.misconfig, job.slowdown = "", 1.0
+    job.activity = min(healthy.activity, 0.95 / (1 + job.hour_jitter))
+    job.zero_share, job.sm_ratio, job.tensor_ratio = (
+        healthy.zero_share,
+        healthy.sm_ratio,
+        healthy.tensor_ratio,
+    )
+    job.iteration_s = healthy.iteration_s
+    job.train_iters = max(100, int(job.planned_s / job.iteration_s * healthy.iters_factor))
+    job.log_interval = _log_interval(job.iteration_s)
+    job.framework = "accelerated"
+    job.config = _job_config(
+        kind=job.kind,
+        rdma=job.rdma,
+        misconfig="",
+        nodes=job.node_count,
+        gpus_per_node=job.gpus_per_node,
+        name=job.name,
+        global_batch=job.global_batch,
+        train_iters=job.train_iters,
+        variant=healthy.variant,
+    )
+
+
+def _log_interval(iteration_s: float) -> int:
+    """Megatron's --log-interval: a line every few minutes at most."""
+    return next((n for n in (1000, 500, 200, 100, 50, 20, 10, 5, 2) if n * iteration_s <= 600), 1)
+
+
 @dataclass(slots=True, eq=False)
 class SimJob:
     """One simulated job with everything the simulator knows about it (read-only ground truth).
@@ -294,6 +351,9 @@ class SimJob:
     final_state: str = ""
     exit_code: str = "0:0"
     pod_labels: dict[int, str] = field(default_factory=dict)
+    # What the job would be without its family's misconfiguration (``_Healthy``): a fix learned
+    # after the job was drawn rewrites it from these, never from a new draw.
+    healthy: "_Healthy | None" = None
 
     @property
     def external_id(self) -> str:
@@ -375,6 +435,28 @@ def _family_misconfig(
     if kind != "pretrain":
         kinds += ("storage_metadata_only",)
     return kinds[rng.randrange(len(kinds))]
+
+
+def _family_iteration_s(seed: int, department: str, user: str, name: str, kind: str) -> float:
+    """A job family's healthy seconds per iteration: 2–6 s for pretraining, 0.5–3 s otherwise."""
+    low, high = (2.0, 6.0) if kind == "pretrain" else (0.5, 3.0)
+    return low + (high - low) * _unit(seed, "family-speed", department, user, re.sub(r"[0-9]+", "*", name))
+
+
+# How much slower a misconfigured family runs, drawn per family from these ranges.
+SLOWDOWNS = {"nccl_socket": (1.8, 2.3), "stock_framework": (1.5, 4.0), "storage_metadata_only": (10.0, 40.0)}
+
+
+def _family_slowdown(seed: int, department: str, user: str, name: str):
+    """``slowdown(kind, jitter)``: the family's iteration-time factor for a misconfiguration kind,
+    times a run's jitter."""
+    draw = _unit(seed, "family-slowdown", department, user, re.sub(r"[0-9]+", "*", name))
+
+    def slowdown(kind: str, jitter: float) -> float:
+        low, high = SLOWDOWNS[kind]
+        return (low + (high - low) * draw) * jitter
+
+    return slowdown
 
 
 def misconfig_truth(job: SimJob) -> str:
@@ -478,7 +560,8 @@ class ClusterSimulator:
     ``fault_rate_per_day`` is the expected number of injected faults per day across the whole
     simulated cluster (each hits a running job); ``misconfig_share`` is the probability that a
     non-interactive job carries one of the three misconfigurations. ``local_utc_offset_h`` sets
-    the users' working day for the diurnal submission pattern.
+    the users' working day for the diurnal submission pattern. ``fixes`` maps job families
+    (department, user, name pattern) to the time their misconfiguration was fixed (``fix_family``).
     """
 
     def __init__(
@@ -491,6 +574,7 @@ class ClusterSimulator:
         misconfig_share: float = 0.2,
         local_utc_offset_h: int = 8,
         automated_recovery_from: datetime | None = None,
+        fixes: dict[FamilyKey, datetime] | None = None,
     ) -> None:
         if not nodes:
             raise ValueError("the simulator needs at least one node")
@@ -526,6 +610,10 @@ class ClusterSimulator:
         self._submit_s: list[float] = []  # parallel to _jobs, ascending
         self._max_lifetime_s = 0.0  # longest submit-to-start or submit-to-end seen so far
         self._hour_factor_cache: dict[tuple[int, int], float] = {}
+        # Job families whose misconfiguration was fixed, and from when (see ``fix_family``).
+        self._fixes: dict[FamilyKey, float] = {}
+        for key, at in (fixes or {}).items():
+            self.fix_family(*key, at=at)
 
     # ----------------------------------------------------------------------------------------
     # Layout: classes and pools
@@ -688,6 +776,44 @@ class ClusterSimulator:
         return [spec.hostname for spec in self.nodes]
 
     # ----------------------------------------------------------------------------------------
+    # Fixes
+
+    def fix_family(self, department: str, user: str, pattern: str, *, at: datetime) -> int:
+        """Fix a job family's misconfiguration from ``at`` on: every run of the family submitted
+        at or after ``at`` runs without it (a run submitted before keeps its config to its end,
+        and so do its resubmissions submitted before ``at``). ``pattern`` is the family's name
+        pattern (digits as ``*``, as ``family_name`` and the portal write it).
+
+        The result does not depend on when the simulator learns the fix: runs already drawn
+        (the simulator draws whole epochs ahead) are rewritten from their healthy draws, as if the
+        fix had been known from the start; the same seed and fixes give the same jobs. A fix is
+        never undone; fixing again with an earlier time moves it earlier. Returns how many drawn
+        runs were rewritten.
+        """
+        key, at_s = (department, user, pattern), _ts(at)
+        previous = self._fixes.get(key)
+        if previous is not None and previous <= at_s:
+            return 0
+        self._fixes[key] = at_s
+        rewritten = 0
+        for job in self._jobs[bisect_right(self._submit_s, at_s - 1e-9) :]:
+            if job.healthy is not None and _family_key(job) == key:
+                _without_misconfig(job, job.healthy)
+                rewritten += 1
+        return rewritten
+
+    def _fixed(self, job: SimJob) -> SimJob:
+        """``job`` as its family runs it at its submit time: fixed or not."""
+        fixed_at = self._fixes.get(_family_key(job)) if self._fixes else None
+        if job.healthy is not None and fixed_at is not None and job.submit_s >= fixed_at:
+            _without_misconfig(job, job.healthy)
+        return job
+
+    def fixes(self) -> dict[FamilyKey, datetime]:
+        """The families fixed so far, and from when."""
+        return {key: _dt(at_s) for key, at_s in self._fixes.items()}
+
+    # ----------------------------------------------------------------------------------------
     # Event simulation
 
     def _push(self, time_s: float, priority: int, kind: str, payload: Any) -> None:
@@ -809,27 +935,30 @@ class ClusterSimulator:
             if run_s > TIME_LIMIT_S:
                 run_s, outcome = TIME_LIMIT_S, "TIMEOUT"
             # A fresh copy of the parent: run state, fault and caches start empty again.
-            return replace(
-                parent,
-                job_id=job_id,
-                submit_s=time_s,
-                run_s=run_s,
-                planned_s=left_s,
-                outcome=outcome,
-                fb_fraction=parent.fb_fraction * rng.uniform(0.9, 1.0),
-                resubmit_of=parent.job_id,
-                start_s=None,
-                end_s=None,
-                allocation=(),
-                fault=None,
-                fault_s=None,
-                fault_node=None,
-                fault_gpu=None,
-                hang_end_s=None,
-                straggler_factor=1.0,
-                final_state="",
-                exit_code="0:0",
-                pod_labels={},
+            # A resubmission after the family's fix runs with the fixed set-up.
+            return self._fixed(
+                replace(
+                    parent,
+                    job_id=job_id,
+                    submit_s=time_s,
+                    run_s=run_s,
+                    planned_s=left_s,
+                    outcome=outcome,
+                    fb_fraction=parent.fb_fraction * rng.uniform(0.9, 1.0),
+                    resubmit_of=parent.job_id,
+                    start_s=None,
+                    end_s=None,
+                    allocation=(),
+                    fault=None,
+                    fault_s=None,
+                    fault_node=None,
+                    fault_gpu=None,
+                    hang_end_s=None,
+                    straggler_factor=1.0,
+                    final_state="",
+                    exit_code="0:0",
+                    pod_labels={},
+                )
             )
         rng = _rng(self.seed, "job", pool.key, epoch, index)
         gpus, nodes, run_s, planned_s, outcome, interactive = self._draw_shape(pool, rng)
@@ -871,28 +1000,40 @@ class ClusterSimulator:
         # Acme busy samples: median SM_ACTIVE / median GPU_UTIL is 0.66 (Seren) to 0.72 (Kalos).
         sm_ratio = rng.uniform(0.60, 0.78)
         tensor_ratio = rng.uniform(0.35, 0.7)
+        unfixed = (activity, zero_share, sm_ratio, tensor_ratio)
         slowdown = 1.0
+        # The slowdown is the family's too (the same model on the same set-up), within ±2% a run.
+        family_slowdown = _family_slowdown(self.seed, department, user, f"{project}-{suffix}")
         if misconfig == "nccl_socket":
-            slowdown = rng.uniform(1.8, 2.3)
+            slowdown = family_slowdown("nccl_socket", rng.uniform(0.98, 1.02))
             sm_ratio *= 0.55  # NCCL kernels spin waiting for the network: engine busy, SMs not
             activity *= 0.95
         elif misconfig == "stock_framework":
-            slowdown = rng.uniform(1.5, 4.0)
+            slowdown = family_slowdown("stock_framework", rng.uniform(0.98, 1.02))
             sm_ratio *= 0.6
             tensor_ratio *= 0.5
             activity *= 0.92
         elif misconfig == "storage_metadata_only":
-            slowdown = rng.uniform(10.0, 40.0)
+            slowdown = family_slowdown("storage_metadata_only", rng.uniform(0.98, 1.02))
             # The GPU waits on reads: fewer busy minutes and less work in each.
             zero_share = 1 - (1 - zero_share) / math.sqrt(slowdown)
             activity /= math.sqrt(slowdown)
         activity = min(activity, 0.95 / (1 + jitter))
-        iteration_s = (rng.uniform(2.0, 6.0) if kind == "pretrain" else rng.uniform(0.5, 3.0)) * slowdown
+        # A family trains the same model run after run: its speed is the family's, within ±2%.
+        healthy_iteration_s = _family_iteration_s(self.seed, department, user, f"{project}-{suffix}", kind)
+        healthy_iteration_s *= rng.uniform(0.98, 1.02)
+        iteration_s = healthy_iteration_s * slowdown
         global_batch = rng.choice((256, 512, 1024, 2048))
-        train_iters = max(100, int(planned_s / iteration_s * rng.uniform(1.0, 1.2)))
-        # Megatron's --log-interval: a line every few minutes at most.
-        log_interval = next((n for n in (1000, 500, 200, 100, 50, 20, 10, 5, 2) if n * iteration_s <= 600), 1)
+        iters_factor = rng.uniform(1.0, 1.2)
+        train_iters = max(100, int(planned_s / iteration_s * iters_factor))
+        log_interval = _log_interval(iteration_s)
         framework = "pytorch" if misconfig == "stock_framework" else "accelerated"
+        variant = rng.random()
+        healthy = (
+            _Healthy(*unfixed, iteration_s=healthy_iteration_s, iters_factor=iters_factor, variant=variant)
+            if family
+            else None
+        )
         config = _job_config(
             kind=kind,
             rdma=pool.rdma,
@@ -902,9 +1043,9 @@ class ClusterSimulator:
             name=f"{project}-{suffix}",
             global_batch=global_batch,
             train_iters=train_iters,
-            variant=rng.random(),
+            variant=variant,
         )
-        return SimJob(
+        job = SimJob(
             job_id=job_id,
             pool_key=pool.key,
             department=department,
@@ -938,7 +1079,9 @@ class ClusterSimulator:
             log_interval=log_interval,
             config=config,
             framework=framework,
+            healthy=healthy,
         )
+        return self._fixed(job)
 
     def _schedule(self, pool: _Pool, time_s: float) -> None:
         """Start queued jobs in submit order, backfilling around the first one that must wait.

@@ -23,6 +23,7 @@ from efficiency.services.tickets.core import (
     visible_comments,
 )
 from efficiency.services.tickets.sla import DUE_SOON, OK, OVERDUE, due_at, sla_status, working_calendar
+from efficiency.services.tickets.verification import ticket_verify, ticket_windows, tickets_verify
 
 __all__ = [
     "DUE_SOON",
@@ -45,6 +46,9 @@ __all__ = [
     "ticket_from_recommendation",
     "ticket_transition",
     "ticket_update",
+    "ticket_verify",
+    "ticket_windows",
+    "tickets_verify",
     "visible_comments",
     "working_calendar",
 ]

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from efficiency import dispatch
 from efficiency.analysis.tickets import workflow
 from efficiency.choices import Role, Severity, TicketAction, TicketOrigin, TicketSeverity, TicketState
 from efficiency.models import Department, Incident, Job, Node, Recommendation, Ticket, TicketComment
@@ -473,6 +474,8 @@ def ticket_transition(
         ticket.save()
     if target in (TicketState.VERIFIED_GAIN, TicketState.NO_GAIN, TicketState.REGRESSED):
         notification_emit(EVENT_VERIFIED, ticket=ticket, now=now)
+    if action == TicketAction.RESOLVE:
+        dispatch.demo_fix_applied(ticket.pk)  # the demo's simulated engineers apply the fix
     return ticket
 
 
