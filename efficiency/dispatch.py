@@ -42,3 +42,17 @@ def quota_backtest(cycle_id: int) -> None:
 def source_collect(source_id: int) -> None:
     """Collect once from a source now (the Data sources page's "Collect now")."""
     _tasks().collect_source_task.delay_on_commit(source_id)
+
+
+def notification_route(notification_id: int) -> None:
+    """Route a notification just recorded to its people and channels."""
+    _tasks().notification_route_task.delay_on_commit(notification_id)
+
+
+def notifications_deliver(countdown_s: float = 0) -> None:
+    """Send the notification deliveries that are due, ``countdown_s`` after the commit (the end of
+    a batching window); the minutely sweep sends any this misses."""
+    from django.db import transaction
+
+    task = _tasks().notifications_deliver_task
+    transaction.on_commit(lambda: task.apply_async(countdown=countdown_s))
