@@ -79,8 +79,10 @@ def _add(notification: Notification, now, **target) -> bool:
     )
     opened = delivery is None
     if opened:
+        # The window runs from the event, not from when a (possibly busy) worker routed it.
+        at = notification.created_at
         delivery = Delivery.objects.create(
-            created_at=now, due_at=now + timedelta(seconds=settings.PORTAL_NOTIFICATION_WINDOW_S), **target
+            created_at=at, due_at=at + timedelta(seconds=settings.PORTAL_NOTIFICATION_WINDOW_S), **target
         )
     delivery.notifications.add(notification)
     return opened
