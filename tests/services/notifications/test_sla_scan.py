@@ -15,6 +15,10 @@ from tests.services.notifications.helpers import deliver, route_all
 DUE = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
 
 
+def _high(org, title: str) -> Ticket:
+    return ticket_create(user=org.admin, title=title, department=org.dept_a, severity="high", now=MONDAY_10)
+
+
 def _scan(at: datetime) -> dict:
     return notifications_sla_scan_task(at.isoformat())
 
