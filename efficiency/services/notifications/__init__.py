@@ -17,17 +17,21 @@ from efficiency.services.notifications.deliver import delivery_retry, notificati
 from efficiency.services.notifications.routing import ROUTES, notification_route
 from efficiency.services.notifications.sla import notifications_sla_scan
 from efficiency.services.notifications.subscriptions import (
+    SubscriptionRefused,
+    subscribable_events,
     subscription_events,
     subscription_save,
 )
 
 __all__ = [
     "ROUTES",
+    "SubscriptionRefused",
     "delivery_retry",
     "notification_emit",
     "notification_route",
     "notifications_deliver",
     "notifications_sla_scan",
+    "subscribable_events",
     "subscription_events",
     "subscription_save",
 ]
