@@ -136,3 +136,20 @@ def test_failed_deliveries_are_listed_for_admins_with_their_error_and_can_be_ret
     failed.refresh_from_db()
     assert failed.state == DeliveryState.SENT
     assert failed.last_error == ""
+
+
+def test_the_platform_admins_home_page_counts_failed_deliveries(notified, client):
+    from efficiency.models import NotificationChannel
+
+    NotificationChannel.objects.create(
+        name="gone", kind="slack", events=[ASSIGNED], config={"url": f"http://127.0.0.1:{_free_port()}/x"}
+    )
+    _ticket(notified)
+    route_all()
+    client.login(username="admin", password=PASSWORD)
+    assert 'id="failed-deliveries"' not in client.get("/").content.decode()
+    for after_s in (61, 61 + 60, 61 + 60 + 300):
+        deliver(MONDAY_10, after_s=after_s)
+    page = client.get("/").content.decode()
+    assert "1 notification could not be sent." in page
+    assert "/admin/efficiency/delivery/?state__exact=failed" in page
