@@ -615,10 +615,6 @@ class NotificationChannelAdmin(admin.ModelAdmin):
     list_filter = ["kind", "is_active", "department"]
     list_select_related = ["department"]
 
-    @admin.display(description=_("configuration"))
-    def shown_config(self, obj):
-        return json.dumps(secrets_mask(obj.kind, obj.config), ensure_ascii=False, sort_keys=True)
-
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         _literal_secrets_warn(request, obj.kind, obj.config)

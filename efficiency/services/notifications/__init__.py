@@ -60,6 +60,9 @@ def notification_emit(
     elif incident is not None:
         department_id = incident.department_id
         payload = _incident_payload(incident)
+    users = [user for user in users if user is not None]
+    if event == NotificationEvent.TICKET_ASSIGNED and users:
+        payload["assignee"] = _name(users[0])  # the one it is assigned to now, saved or not
     notification = Notification.objects.create(
         event=event,
         created_at=now or timezone.now(),
@@ -68,7 +71,7 @@ def notification_emit(
         recommendation=recommendation,
         incident=incident,
         payload=payload,
-        user_ids=[user.pk for user in users if user is not None],
+        user_ids=[user.pk for user in users],
     )
     dispatch.notification_route(notification.pk)
     return notification

@@ -63,15 +63,15 @@ def notification_route(notification: Notification, *, now=None) -> int:
             return 0
         users = notification_users(notification)
         channels = notification_channels(notification)
-        opened = [_add(notification, now, user=user) for user in users]
-        opened += [_add(notification, now, channel=channel) for channel in channels]
+        opened = [_add(notification, user=user) for user in users]
+        opened += [_add(notification, channel=channel) for channel in channels]
     if any(opened):
         # A new delivery is sent when its window ends (the minutely sweep catches any other).
         dispatch.notifications_deliver(countdown_s=settings.PORTAL_NOTIFICATION_WINDOW_S + 1)
     return len(users) + len(channels)
 
 
-def _add(notification: Notification, now, **target) -> bool:
+def _add(notification: Notification, **target) -> bool:
     # The row lock keeps a sender from claiming this delivery while it is being added to (the
     # sender claims with a conditional update on the state, which waits for this transaction).
     delivery = (

@@ -52,7 +52,7 @@ def test_a_few_events_are_listed_in_one_message_and_a_single_one_stands_alone(no
     subjects = sorted((email.to[0], email.subject) for email in mail.outbox)
     assert subjects == [
         ("head-a@example.com", "3 notifications from the GPU Efficiency Portal"),
-        ("head-b@example.com", f"Ticket #{ticket.pk} assigned to -: Few"),
+        ("head-b@example.com", f"Ticket #{ticket.pk} assigned to head-b: Few"),
     ]
 
 
