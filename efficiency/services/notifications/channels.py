@@ -61,7 +61,9 @@ class ChannelError(Exception):
 
 # --- escaping ------------------------------------------------------------------------------------
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\](){}#+!|~])")
+# Inline markup only: every line starts with our own text, so block markup (a heading's "#", a
+# list's "-", a quote's ">") cannot begin at the start of one.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()~])")
 
 
 def markdown_escape(text: str) -> str:

@@ -64,7 +64,7 @@ def test_wecom_gets_a_markdown_message(notified, receiver):
     assert sent.body["msgtype"] == "markdown"
     content = sent.body["markdown"]["content"]
     assert content.startswith(
-        f"**Ticket \\#{ticket.pk} assigned to head-a: Turn on NCCL RDMA for vision-train**"
+        f"**Ticket #{ticket.pk} assigned to head-a: Turn on NCCL RDMA for vision-train**"
     )
     assert f"[Open in the portal](https://portal.example.com/tickets/{ticket.pk}/)" in content
     assert len(content.encode()) <= 4096
@@ -188,7 +188,7 @@ def test_an_incident_opened_by_the_fault_service_reaches_the_department_channel(
     [sent] = receiver.of("wecom")
     incident = signal.__class__.objects.get(pk=signal.pk).incident
     content = sent.body["markdown"]["content"]
-    assert f"Incident \\#{incident.pk} opened" in content
+    assert f"Incident #{incident.pk} opened" in content
     assert "gpu-a01" in content
     assert f"(https://portal.example.com/faults/incidents/{incident.pk}/)" in content
 

@@ -153,3 +153,25 @@ def test_the_platform_admins_home_page_counts_failed_deliveries(notified, client
     page = client.get("/").content.decode()
     assert "1 notification could not be sent." in page
     assert "/admin/efficiency/delivery/?state__exact=failed" in page
+
+
+def test_an_unexpected_error_in_one_channel_is_recorded_and_the_others_are_sent(
+    notified, receiver, monkeypatch
+):
+    from efficiency.services.notifications import deliver as deliver_module
+
+    real_send = deliver_module.channel_send
+
+    def flaky(kind, config, message, **kwargs):
+        if kind == "wecom":
+            raise RuntimeError("a bug in the client")
+        return real_send(kind, config, message, **kwargs)
+
+    monkeypatch.setattr(deliver_module, "channel_send", flaky)
+    channel(receiver, "wecom", events=[ASSIGNED])
+    channel(receiver, "slack", events=[ASSIGNED])
+    _ticket(notified)
+    route_all()
+    assert deliver(MONDAY_10) == {"retry": 1, "sent": 2}
+    assert Delivery.objects.get(channel__kind="wecom").last_error == "RuntimeError: a bug in the client"
+    assert len(receiver.of("slack")) == 1
