@@ -15,13 +15,14 @@ from rest_framework.authtoken.models import TokenProxy
 from simple_history.admin import SimpleHistoryAdmin as _SimpleHistoryAdmin
 
 from efficiency.actuators import actuator_config_validate
-from efficiency.choices import Role
+from efficiency.choices import DeliveryState, NotificationEvent, Role
 from efficiency.config_secrets import MASK, literal_secret_keys, secrets_keep, secrets_mask
 from efficiency.models import (
     ActuatorConfig,
     ApiToken,
     Cluster,
     DataSource,
+    Delivery,
     Department,
     DepartmentMapping,
     FaultPolicy,
@@ -31,6 +32,9 @@ from efficiency.models import (
     JobLogFacts,
     Node,
     NodeStateChange,
+    Notification,
+    NotificationChannel,
+    NotificationSubscription,
     Quota,
     QuotaCycle,
     Recommendation,
@@ -41,6 +45,8 @@ from efficiency.models import (
     WorkerHeartbeat,
 )
 from efficiency.services.discovery import nodes_confirm
+from efficiency.services.notifications import delivery_retry
+from efficiency.services.notifications.channels import channel_config_problems
 from efficiency.services.sources import SourceConfigError, SourceOutsideRoots, source_config_validate
 from efficiency.services.tokens import TokenError, api_token_build
 
@@ -585,6 +591,108 @@ class TicketCommentInline(admin.TabularInline):
         return False
 
     def has_change_permission(self, request, obj=None):
+
+
+# --- Notifications: channels configured here, deliveries read (and retried) here ------------------
+
+
+class NotificationChannelForm(SecretConfigForm):
+    class Meta:
+        model = NotificationChannel
+        fields = "__all__"  # noqa: DJ007 -- every field of a channel is the admin's to edit
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["events"] = forms.MultipleChoiceField(
+            label=_("events"),
+            choices=NotificationEvent.choices,
+            widget=forms.CheckboxSelectMultiple,
+            required=False,
+            initial=self.instance.events,
+        )
+        self.fields["config"].help_text = _(
+            'Webhooks: {"url": "<the robot\'s webhook address>", "secret": "<signing secret, DingTalk '
+            'and Feishu>"}; email: {"to": ["list@example.com"]}. The URL and the secret are secrets: '
+            'shown as "%(mask)s"; better, write {"env": "NAME"} and set NAME in the workers\' environment.'
+        ) % {"mask": MASK}
+
+    def config_kind(self, config) -> str:
+        return getattr(self, "cleaned_data", {}).get("kind") or self.instance.kind
+
+    def config_validate(self, config) -> None:
+        problems = channel_config_problems(self.config_kind(config), config)
+        if problems:
+            raise ValidationError(" ".join(str(problem) for problem in problems))
+
+
+@admin.register(NotificationChannel)
+class NotificationChannelAdmin(admin.ModelAdmin):
+    """Department chat groups and mailing lists; a channel without a department hears every one."""
+
+    form = NotificationChannelForm
+    list_display = ["name", "kind", "department", "is_active"]
+    list_filter = ["kind", "is_active", "department"]
+    list_select_related = ["department"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        _literal_secrets_warn(request, obj.kind, obj.config)
+
+
+@admin.register(NotificationSubscription)
+class NotificationSubscriptionAdmin(admin.ModelAdmin):
+    list_display = ["user", "email", "updated_at"]
+    search_fields = ["user__username", "user__email"]
+    list_select_related = ["user"]
+
+
+@admin.register(Notification)
+class NotificationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["created_at", "event", "department", "ticket", "recommendation", "incident", "routed_at"]
+    list_filter = ["event"]
+    list_select_related = ["department", "ticket", "recommendation", "incident"]
+    date_hierarchy = "created_at"
+
+
+@admin.action(description=_("Try the selected deliveries again now"), permissions=["change"])
+def delivery_retry_action(modeladmin, request, queryset):
+    for delivery in queryset.exclude(state__in=[DeliveryState.SENT, DeliveryState.SENDING]):
+        delivery_retry(delivery)
+    messages.success(request, _("The deliveries will be tried again within a minute."))
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    """Every message sent or to send; a failed one shows its error and may be tried again."""
+
+    list_display = [
+        "created_at",
+        "target",
+        "state",
+        "attempts",
+        "notification_count",
+        "digest",
+        "last_error",
+        "sent_at",
+    ]
+    list_filter = ["state", "digest"]
+    list_select_related = ["channel", "user"]
+    search_fields = ["channel__name", "user__username", "last_error"]
+    readonly_fields = [field.name for field in Delivery._meta.fields] + ["notifications"]
+    actions = [delivery_retry_action]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_notification_count=Count("notifications"))
+
+    @admin.display(description=_("to"))
+    def target(self, obj):
+        return str(obj.channel) if obj.channel_id else (obj.user.email or str(obj.user))
+
+    @admin.display(description=_("notifications"), ordering="_notification_count")
+    def notification_count(self, obj):
+        return obj._notification_count
+
+    def has_add_permission(self, request):
         return False
 
     def has_delete_permission(self, request, obj=None):
@@ -611,3 +719,5 @@ class TicketCommentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["internal"]
     search_fields = ["text", "ticket__title"]
     list_select_related = ["ticket", "author"]
+
+

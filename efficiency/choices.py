@@ -260,3 +260,29 @@ class TicketSeverity(models.TextChoices):
     HIGH = "high", _("High")
     MEDIUM = "medium", _("Medium")
     LOW = "low", _("Low")
+
+
+class NotificationEvent(models.TextChoices):
+    """What a notification is about; ``efficiency.services.notifications.routing`` says who hears it."""
+
+    TICKET_ASSIGNED = "ticket_assigned", _("Ticket assigned")
+    TICKET_DUE_SOON = "ticket_due_soon", _("Ticket due soon")
+    TICKET_OVERDUE = "ticket_overdue", _("Ticket overdue")
+    TICKET_VERIFIED = "ticket_verified", _("Ticket verified")
+    RECOMMENDATION_ACCEPTED = "recommendation_accepted", _("Recommendation accepted")
+    INCIDENT_OPENED = "incident_opened", _("Incident opened")
+
+
+class ChannelKind(models.TextChoices):
+    EMAIL = "email", _("Email (a mailing list)")
+    WECOM = "wecom", _("WeCom group robot")
+    DINGTALK = "dingtalk", _("DingTalk custom robot")
+    FEISHU = "feishu", _("Feishu / Lark custom bot")
+    SLACK = "slack", _("Slack incoming webhook")
+
+
+class DeliveryState(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    SENDING = "sending", _("Sending")
+    SENT = "sent", _("Sent")
+    FAILED = "failed", _("Failed")

@@ -31,6 +31,11 @@ PLACEHOLDER = "<secret from the environment>"
 SECRET_KEYS: dict[str, tuple[str, ...]] = {
     "prometheus": ("auth_header",),
     "webhook": ("secret", "headers.*"),
+    # Notification channels (efficiency.models.notifications): a robot's URL carries its key.
+    "wecom": ("url",),
+    "dingtalk": ("url", "secret"),
+    "feishu": ("url", "secret"),
+    "slack": ("url",),
 }
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -51,3 +51,17 @@ def demo_fix_applied(ticket_id: int) -> None:
 
     if demo_active():
         _tasks().demo_fix_apply_task.delay_on_commit(ticket_id)
+
+
+def notification_route(notification_id: int) -> None:
+    """Route a notification just recorded to its people and channels."""
+    _tasks().notification_route_task.delay_on_commit(notification_id)
+
+
+def notifications_deliver(countdown_s: float = 0) -> None:
+    """Send the notification deliveries that are due, ``countdown_s`` after the commit (the end of
+    a batching window); the minutely sweep sends any this misses."""
+    from django.db import transaction
+
+    task = _tasks().notifications_deliver_task
+    transaction.on_commit(lambda: task.apply_async(countdown=countdown_s))

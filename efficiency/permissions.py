@@ -95,6 +95,11 @@ ROLE_MODEL_PERMISSIONS: dict[Role, dict[tuple[str, str], list[str]]] = {
         ("efficiency", "joblogfacts"): [VIEW],
         ("efficiency", "ticket"): [VIEW],
         ("efficiency", "ticketcomment"): [VIEW],
+        # Notifications: channels are configured here; deliveries are read (and retried).
+        ("efficiency", "notificationchannel"): [VIEW, ADD, CHANGE, DELETE],
+        ("efficiency", "notificationsubscription"): [VIEW, ADD, CHANGE],
+        ("efficiency", "notification"): [VIEW],
+        ("efficiency", "delivery"): [VIEW, CHANGE],
         ("auth", "user"): [VIEW, ADD, CHANGE],
         ("auth", "group"): [VIEW],
         ("efficiency", "apitoken"): [VIEW, ADD, CHANGE, DELETE],

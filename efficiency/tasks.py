@@ -1,13 +1,15 @@
 """Celery tasks: thin adapters that call one service and return a small summary."""
 
 import socket
+from datetime import datetime
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.db import DatabaseError
 
 from efficiency.choices import SourceKind
-from efficiency.models import Cluster, DataSource, Incident, QuotaCycle
-from efficiency.services import faults, quotas, recommendations
+from efficiency.models import Cluster, DataSource, Incident, Notification, QuotaCycle
+from efficiency.services import faults, notifications, quotas, recommendations
 from efficiency.services.classification import node_classes_refresh
 from efficiency.services.health import worker_heartbeat_prune, worker_heartbeat_record
 from efficiency.services.rollups import retention_prune, rollups_refresh
@@ -187,3 +189,33 @@ def demo_fix_apply_task(ticket_id: int) -> dict:
 
     ticket = Ticket.objects.select_related("recommendation__department").filter(pk=ticket_id).first()
     return {"applied": ticket is not None and demo_fix_apply(ticket)}
+
+
+# --- Notifications ---------------------------------------------------------------------------------
+
+
+def _at(now: str | None) -> datetime | None:
+    return datetime.fromisoformat(now) if now else None
+
+
+# A busy database (SQLite's lock, a PostgreSQL deadlock) is worth another try, a little later.
+@shared_task(autoretry_for=(DatabaseError,), retry_backoff=5, max_retries=5)
+def notification_route_task(notification_id: int) -> dict:
+    """Add a just-recorded notification to the pending delivery of each of its targets."""
+    notification = Notification.objects.select_related("ticket").filter(pk=notification_id).first()
+    if notification is None:
+        return {"skipped": "no such notification"}
+    return {"targets": notifications.notification_route(notification)}
+
+
+@shared_task(ignore_result=True)
+def notifications_deliver_task(now: str | None = None) -> dict:
+    """Send the deliveries whose batching window or retry delay has passed (each failure is
+    recorded on its delivery, so the task itself does not retry)."""
+    return notifications.notifications_deliver(now=_at(now))
+
+
+@shared_task
+def notifications_sla_scan_task(now: str | None = None) -> dict:
+    """Announce tickets that became due soon or overdue, once per due date."""
+    return notifications.notifications_sla_scan(now=_at(now))

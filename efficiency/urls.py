@@ -1,6 +1,7 @@
 from django.urls import path
 
 from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, usage
+from efficiency.views import notifications as notification_views
 
 app_name = "efficiency"
 
@@ -56,4 +57,5 @@ urlpatterns = [
     path("sources/", sources.source_list_view, name="source-list"),
     path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
     path("sources/<int:pk>/collect/", sources.source_collect_view, name="source-collect"),
+    path("notifications/", notification_views.notification_settings_view, name="notification-settings"),
 ]

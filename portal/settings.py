@@ -355,6 +355,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Every 15 minutes: measure the gain of resolved tickets that are verifying.
     "tickets-verify": {"task": "efficiency.tasks.tickets_verify_task", "schedule": 900.0},
+    # Every 5 minutes: announce tickets that became due soon or overdue (once per due date).
+    "notifications-sla-scan": {"task": "efficiency.tasks.notifications_sla_scan_task", "schedule": 300.0},
+    # Every minute: send the notification deliveries whose batching window or retry delay has passed.
+    "notifications-deliver": {"task": "efficiency.tasks.notifications_deliver_task", "schedule": 60.0},
 }
 
 # --- Portal ----------------------------------------------------------------------------------
@@ -495,6 +499,33 @@ except (ValueError, KeyError, OSError, ZoneInfoNotFoundError) as error:
     ) from None
 if any(hours <= 0 for hours in PORTAL_TICKET_SLA_HOURS.values()):
     raise ImproperlyConfigured("Every PORTAL_TICKET_SLA_*_H must be a positive number of business hours.")
+# Notifications (efficiency.services.notifications): events about tickets, recommendations and
+# incidents are collected per target for PORTAL_NOTIFICATION_WINDOW_S seconds and sent as one
+# message, or as a digest when more than PORTAL_NOTIFICATION_DIGEST_OVER piled up. A failed send is
+# tried again after each of PORTAL_NOTIFICATION_RETRY_S (seconds), then marked failed for the admin.
+# Each webhook call gives up after PORTAL_NOTIFICATION_TIMEOUT_S. Messages are written in
+# PORTAL_NOTIFICATION_LANGUAGE and link to pages under PORTAL_BASE_URL (the portal's address as
+# its users reach it). Email goes through Django's mail settings (EMAIL_*, DEFAULT_FROM_EMAIL).
+PORTAL_NOTIFICATION_WINDOW_S = env_int("PORTAL_NOTIFICATION_WINDOW_S", 60)
+PORTAL_NOTIFICATION_DIGEST_OVER = env_int("PORTAL_NOTIFICATION_DIGEST_OVER", 5)
+PORTAL_NOTIFICATION_RETRY_S = [int(s) for s in env_list("PORTAL_NOTIFICATION_RETRY_S", "60,300,1800")]
+PORTAL_NOTIFICATION_TIMEOUT_S = env_float("PORTAL_NOTIFICATION_TIMEOUT_S", 10.0)
+PORTAL_NOTIFICATION_LANGUAGE = env_str("PORTAL_NOTIFICATION_LANGUAGE", LANGUAGE_CODE)
+PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000").rstrip("/")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
+if PORTAL_NOTIFICATION_WINDOW_S < 0 or PORTAL_NOTIFICATION_DIGEST_OVER < 1:
+    raise ImproperlyConfigured(
+        "PORTAL_NOTIFICATION_WINDOW_S must be >= 0 and PORTAL_NOTIFICATION_DIGEST_OVER >= 1."
+    )
+if any(delay <= 0 for delay in PORTAL_NOTIFICATION_RETRY_S):
+    raise ImproperlyConfigured("PORTAL_NOTIFICATION_RETRY_S must list positive numbers of seconds.")
 # Quota planning (efficiency.analysis.quotas): the next cycle's guarantee is this percentile of
 # last cycle's hourly demand, moved at most PORTAL_QUOTA_MAX_CHANGE_PCT per cycle, at least
 # PORTAL_QUOTA_FLOOR_GPUS, and all guarantees of a GPU model together at most

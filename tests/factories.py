@@ -42,6 +42,7 @@ from efficiency.models import (
     CapacityAlert,
     Cluster,
     DataSource,
+    Delivery,
     Department,
     DepartmentHour,
     DepartmentMapping,
@@ -62,6 +63,9 @@ from efficiency.models import (
     NodeDay,
     NodeHour,
     NodeStateChange,
+    Notification,
+    NotificationChannel,
+    NotificationSubscription,
     Quota,
     QuotaBacktest,
     QuotaCycle,
@@ -642,3 +646,52 @@ class WorkerHeartbeatFactory(factory.django.DjangoModelFactory):
 
     hostname = factory.Sequence(lambda n: f"worker-{n}")
     last_seen_at = factory.LazyFunction(timezone.now)
+
+
+# --- Notifications -------------------------------------------------------------------------------
+
+
+class NotificationChannelFactory(factory.django.DjangoModelFactory):
+    """A Slack channel of a department (the URL is a local one: nothing is sent by making it)."""
+
+    class Meta:
+        model = NotificationChannel
+
+    name = factory.Sequence(lambda n: f"channel-{n}")
+    kind = "slack"
+    department = factory.SubFactory(DepartmentFactory)
+    config = factory.LazyFunction(lambda: {"url": "http://127.0.0.1:9/hooks/T0/B0/x"})
+
+
+class NotificationSubscriptionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = NotificationSubscription
+
+    user = factory.SubFactory(UserFactory)
+    events = factory.LazyFunction(lambda: ["ticket_assigned", "ticket_overdue"])
+
+
+class NotificationFactory(factory.django.DjangoModelFactory):
+    """An incident opened, as the fault service records it."""
+
+    class Meta:
+        model = Notification
+
+    event = "incident_opened"
+    created_at = factory.LazyFunction(timezone.now)
+    incident = factory.SubFactory(IncidentFactory)
+    department = factory.SelfAttribute("incident.department")
+    payload = factory.LazyAttribute(
+        lambda o: {"id": o.incident.pk, "category": o.incident.category, "severity": o.incident.severity}
+    )
+
+
+class DeliveryFactory(factory.django.DjangoModelFactory):
+    """A pending message to a channel, due at the end of its window."""
+
+    class Meta:
+        model = Delivery
+
+    channel = factory.SubFactory(NotificationChannelFactory)
+    created_at = factory.LazyFunction(timezone.now)
+    due_at = factory.LazyAttribute(lambda o: o.created_at + timedelta(minutes=1))

@@ -12,6 +12,12 @@ from efficiency.models.faults import (
 )
 from efficiency.models.inventory import Cluster, Department, DepartmentMapping, Gpu, Node
 from efficiency.models.jobs import Job
+from efficiency.models.notifications import (
+    Delivery,
+    Notification,
+    NotificationChannel,
+    NotificationSubscription,
+)
 from efficiency.models.quotas import (
     CapacityAlert,
     Quota,
@@ -47,6 +53,7 @@ __all__ = [
     "CapacityAlert",
     "Cluster",
     "DataSource",
+    "Delivery",
     "Department",
     "DepartmentHour",
     "DepartmentMapping",
@@ -67,6 +74,9 @@ __all__ = [
     "NodeDay",
     "NodeHour",
     "NodeStateChange",
+    "Notification",
+    "NotificationChannel",
+    "NotificationSubscription",
     "Quota",
     "QuotaBacktest",
     "QuotaCycle",

@@ -9,6 +9,7 @@ from efficiency.forms import time_range_from_request
 from efficiency.scoping import user_role
 from efficiency.selectors.home import head_home_summary, home_summary
 from efficiency.selectors.inventory import department_list, gpu_ownership_summary
+from efficiency.selectors.notifications import delivery_failed_count
 from efficiency.selectors.recommendations import what_to_fix_summary
 from efficiency.selectors.sources import source_status_list
 from efficiency.services.health import worker_heartbeat_list
@@ -42,6 +43,7 @@ def home(request: HttpRequest) -> HttpResponse:
     if role == Role.PLATFORM_ADMIN:
         context["heartbeats"] = worker_heartbeat_list()
         context["source_statuses"] = source_status_list()
+        context["failed_deliveries"] = delivery_failed_count()
     return render(request, _TEMPLATES[role], context)
 
 

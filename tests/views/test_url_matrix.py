@@ -253,6 +253,7 @@ MATRIX = {
     "api:capacity-alert-list": ("get", lambda o: "/api/v1/capacity-alerts/", VIEWER_API),
     "api:quota-overview": ("get", lambda o: "/api/v1/quota-overview/", VIEWER_API),
     "efficiency:recommendation-list": ("get", lambda o: "/recommendations/", VIEWER_PAGE),
+    "efficiency:notification-settings": ("get", lambda o: "/notifications/", VIEWER_PAGE),
     "efficiency:recommendation-queue": ("get", lambda o: "/recommendations/queue/", ADMIN_PAGE),
     "efficiency:recommendation-detail": (
         "get",

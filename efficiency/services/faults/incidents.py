@@ -12,6 +12,7 @@ from efficiency.choices import FaultCategory, IncidentStatus
 from efficiency.models import Cluster, FaultSignal, Incident
 from efficiency.models.faults import PHASES
 from efficiency.services.faults.evidence import node_of_rank
+from efficiency.services.notifications import notification_emit
 
 # Which evidence is the cause when several kinds come together: the most fundamental first.
 ROOT_PRIORITY = [FaultCategory(category) for category in root_cause.ROOT_PRIORITY]
@@ -112,7 +113,7 @@ def _incident_for(signal: FaultSignal) -> Incident | None:
 
 def _incident_create(cluster: Cluster, signal: FaultSignal) -> Incident:
     job = signal.job
-    return Incident.objects.create(
+    incident = Incident.objects.create(
         cluster=cluster,
         job=job,
         department_id=job.department_id if job else None,
@@ -126,6 +127,9 @@ def _incident_create(cluster: Cluster, signal: FaultSignal) -> Incident:
         detected_at=signal.detected_at,
         gpu_count=job.gpu_count if job else (signal.node.gpu_count if signal.node else 0),
     )
+    # Recorded in this transaction; routed to the department's channels once it commits.
+    notification_emit("incident_opened", incident=incident, now=incident.detected_at)
+    return incident
 
 
 def phase_stamp(incident: Incident, phase: str, at: datetime) -> None:
