@@ -143,7 +143,7 @@ def _display(name: str, value: Any) -> Any:
     """A stored value as a reader knows it: a choice's label, a deleted row as "#id"."""
     model_field = Ticket._meta.get_field(name)
     if isinstance(value, DeletedObject):
-        return f"#{value.pk}"
+        return None if value.pk is None else f"#{value.pk}"
     if model_field.choices and value not in (None, ""):
         return dict(model_field.flatchoices).get(value, value)
     return value

@@ -385,6 +385,10 @@ def ticket_create_view(request: HttpRequest) -> HttpResponse:
 
 
 def _create(request: HttpRequest, form: TicketCreateForm, incident, *, quick: bool):
+    if incident is not None and incident.node_id and not hasattr(incident.node, "name"):
+        # ticket_from_incident names the place by ``incident.node.name``; a Node has a hostname.
+        # Shim until the service reads the hostname (asked of the services' owner).
+        incident.node.name = incident.node.hostname
     if quick:
         return services.ticket_from_incident(incident, user=request.user)
     data = form.cleaned_data
