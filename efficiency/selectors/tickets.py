@@ -230,8 +230,8 @@ def department_open_tickets(*, user: User, department_ids: list[int], now: datet
     tickets = ticket_board(user=user, now=now).filter(
         department_id__in=department_ids, state__in=TicketState.active()
     )
-    ordered = tickets.order_by("-overdue", "due_at", "pk")
-    return list(ordered[:limit]), tickets.count()
+    shown = list(tickets.order_by("-overdue", "due_at", "pk")[:limit])
+    return shown, len(shown) if len(shown) < limit else tickets.count()
 
 
 def overdue_ticket_count(*, user: User, now: datetime) -> int:
