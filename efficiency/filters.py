@@ -215,22 +215,31 @@ class TicketFilter(django_filters.FilterSet):
 
     q = django_filters.CharFilter(label=_("Search"), method="search")
     state = django_filters.MultipleChoiceFilter(label=_("State"), choices=TicketState.choices)
-    department = ModelChoiceFilter(label=_("Department"), queryset=_visible_departments, to_field_name="code")
+    department = ModelChoiceFilter(
+        label=_("Department"), queryset=_visible_departments, to_field_name="code", empty_label=_("Any")
+    )
     assignee = ModelChoiceFilter(
         label=_("Assignee"),
         queryset=_ticket_assignees,
         to_field_name="username",
         null_label=_("Unassigned"),
+        empty_label=_("Any"),
     )
-    severity = django_filters.ChoiceFilter(label=_("Severity"), choices=TicketSeverity.choices)
-    origin = django_filters.ChoiceFilter(label=_("Origin"), choices=TicketOrigin.choices)
+    severity = django_filters.ChoiceFilter(
+        label=_("Severity"), choices=TicketSeverity.choices, empty_label=_("Any")
+    )
+    origin = django_filters.ChoiceFilter(
+        label=_("Origin"), choices=TicketOrigin.choices, empty_label=_("Any")
+    )
     sla = django_filters.ChoiceFilter(
         label=_("Due date"),
         choices=[(OVERDUE, _("Overdue")), (DUE_SOON, _("Due soon")), (ON_TIME, _("On time"))],
         method="by_sla",
+        empty_label=_("Any"),
     )
     sort = django_filters.OrderingFilter(
         label=_("Sort"),
+        empty_label=_("By state, overdue first"),
         fields=(
             ("due_at", "due"),
             ("severity_rank", "severity"),

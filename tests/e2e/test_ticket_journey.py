@@ -119,7 +119,7 @@ def test_tickets_from_due_soon_to_overdue_and_through_the_workflow(page, live_se
         assert "Overdue" in page.locator("#home-tickets").inner_text()
         screenshot("home-head-tickets")
         page.goto("/departments/vision/")
-        assert page.locator("#department-tickets tr[data-ticket]").count() == 3
+        assert page.locator("#department-tickets tr[data-ticket]").count() == 2  # the verified one is done
         screenshot("department-tickets")
 
         # A follow-up ticket from the incident's page.
@@ -144,6 +144,7 @@ def test_tickets_from_due_soon_to_overdue_and_through_the_workflow(page, live_se
         page.context.clear_cookies()
         log_in(page, "head-b", PASSWORD)
         assert page.goto(f"/tickets/{gpu.pk}/").status == 404
+        errors.clear()  # the browser logs the 404 it was meant to get
 
         # --- The committee declines the PFS ticket with a reason, and sees the internal note.
         page.context.clear_cookies()
