@@ -511,15 +511,7 @@ def _verification(ticket) -> dict | None:
         gain_pct = 100 * data["measured_gain_share"]
     if gain_pct is None:
         gain_pct = ticket.measured_gain_pct
-    interval = data.get("interval")
-    low = high = None
-    if isinstance(interval, dict):
-        low, high = _number(interval.get("low")), _number(interval.get("high"))
-    elif isinstance(interval, list | tuple) and len(interval) == 2:
-        low, high = _number(interval[0]), _number(interval[1])
-    elif _number(data.get("gain_low")) is not None or _number(data.get("gain_high")) is not None:
-        low = None if _number(data.get("gain_low")) is None else 100 * data["gain_low"]
-        high = None if _number(data.get("gain_high")) is None else 100 * data["gain_high"]
+    low, high = _interval(data)
     shortfalls = [
         {
             "label": SHORTFALL_LABELS.get(row.get("what"), row.get("what", "")),
@@ -531,7 +523,10 @@ def _verification(ticket) -> dict | None:
         if isinstance(row, dict)
     ]
     windows = _windows(data)
-    expected_share = (ticket.expected_gain_pct or 0) / 100 if ticket.expected_gain_pct is not None else None
+    expected_pct = ticket.expected_gain_pct
+    if expected_pct is None:
+        expected_pct = _number(data.get("expected_gain_pct"))
+    expected_share = expected_pct / 100 if expected_pct is not None else None
     expected_level = None
     if before is not None and expected_share is not None and expected_share < 1:
         expected_level = before * (1 - expected_share) if lower_is_better else before / (1 - expected_share)
@@ -546,17 +541,66 @@ def _verification(ticket) -> dict | None:
         "after": None if after is None else after * scale,
         "expected_level": None if expected_level is None else expected_level * scale,
         "gain_pct": gain_pct,
-        "expected_gain_pct": ticket.expected_gain_pct,
+        "expected_gain_pct": expected_pct,
         "low": low,
         "high": high,
         "confidence": _number(data.get("confidence")),
         "shortfalls": shortfalls,
         "before_series": [
-            (day, None if v is None else v * scale) for day, v in _series(windows.get("before"))
+            (at, None if v is None else v * scale) for at, v in _points(data, windows, "before", metric)
         ],
-        "after_series": [(day, None if v is None else v * scale) for day, v in _series(windows.get("after"))],
+        "after_series": [
+            (at, None if v is None else v * scale) for at, v in _points(data, windows, "after", metric)
+        ],
+        "windows": [
+            {
+                "label": label_,
+                "start": _day(windows[name].get("start")),
+                "end": _day(windows[name].get("end")),
+                "jobs": _number(windows[name].get("jobs")),
+                "gpu_hours": _number(windows[name].get("gpu_hours")),
+            }
+            for name, label_ in (("before", _("Before the fix")), ("after", _("After the fix")))
+            if name in windows
+        ],
+        "timed_out": data.get("reason") == "timed_out",
         "started_at": _day(data.get("started_at")),
+        "checked_at": _day(data.get("checked_at")),
     }
+
+
+def _interval(data: dict) -> tuple[float | None, float | None]:
+    """The measured gain's interval in percent: ``interval_low_pct`` / ``interval_high_pct`` (the
+    verification service's), else an ``interval`` in percent, else ``gain_low`` / ``gain_high`` shares."""
+    low, high = _number(data.get("interval_low_pct")), _number(data.get("interval_high_pct"))
+    if low is not None or high is not None:
+        return low, high
+    interval = data.get("interval")
+    if isinstance(interval, dict):
+        return _number(interval.get("low")), _number(interval.get("high"))
+    if isinstance(interval, list | tuple) and len(interval) == 2:
+        return _number(interval[0]), _number(interval[1])
+    low, high = _number(data.get("gain_low")), _number(data.get("gain_high"))
+    return (None if low is None else 100 * low), (None if high is None else 100 * high)
+
+
+# The value of each run in the stored series, per deciding metric.
+SERIES_KEYS = {"iteration_s": "iteration", "sm_activity": "sm_activity"}
+
+
+def _points(data: dict, windows: dict, name: str, metric: str | None) -> list[tuple]:
+    """The chart's points of one window: the verification's per-run series (``series``: one point
+    per run, at its start) where it has the deciding metric, else a per-day series in the window."""
+    series = data.get("series")
+    if isinstance(series, dict) and isinstance(series.get(name), list):
+        key = SERIES_KEYS.get(metric or "")
+        if key is None:
+            return []
+        points = [
+            (_day(row.get("start")), _number(row.get(key))) for row in series[name] if isinstance(row, dict)
+        ]
+        return sorted((point for point in points if point[0] is not None), key=lambda point: str(point[0]))
+    return _series(windows.get(name))
 
 
 def _verification_figure(verification: dict):
@@ -564,11 +608,11 @@ def _verification_figure(verification: dict):
     if not before and not after:
         return None
     return charts.verification_figure(
-        [day for day, _v in before],
+        [_local(day) for day, _v in before],
         [value for _d, value in before],
-        [day for day, _v in after],
+        [_local(day) for day, _v in after],
         [value for _d, value in after],
-        title=_("Before and after the fix, per day"),
+        title=_("Before and after the fix"),
         metric_label=str(verification["metric_label"]),
         before_label=_("Before the fix"),
         after_label=_("After the fix"),
@@ -577,3 +621,10 @@ def _verification_figure(verification: dict):
         expected_level=verification["expected_level"],
         expected_label=_("Expected after the fix"),
     )
+
+
+def _local(moment):
+    """A point's time in the display time zone (a day stays a day)."""
+    if isinstance(moment, datetime) and moment.tzinfo is not None:
+        return timezone.localtime(moment)
+    return moment

@@ -630,6 +630,57 @@ def test_the_verification_block_shows_the_verdict_numbers_and_both_windows(clien
     assert list(expected.y) == [1.0, 1.0]
 
 
+def test_the_verification_block_reads_what_the_verification_service_stores(client, org, tickets):
+    # The keys of efficiency.services.tickets.verification's record: per-run series, the interval in
+    # percent, the windows' bounds and sizes; SM activity is stored as a share (0–1).
+    Ticket.objects.filter(pk=tickets.later.pk).update(
+        state=TicketState.NO_GAIN,
+        expected_gain_pct=30.0,
+        verification={
+            "outcome": "no_gain",
+            "reason": "",
+            "metric": "sm_activity",
+            "before": 0.4,
+            "after": 0.42,
+            "gain_pct": 4.762,
+            "interval_low_pct": -1.5,
+            "interval_high_pct": 9.1,
+            "shortfalls": [],
+            "windows": {
+                "before": {"start": "2026-11-16T02:00:00+00:00", "end": "2026-11-23T02:00:00+00:00",
+                           "jobs": 6, "gpu_hours": 120.0},
+                "after": {"start": "2026-11-24T02:00:00+00:00", "end": "2026-11-30T02:00:00+00:00",
+                          "jobs": 5, "gpu_hours": 96.5},
+            },
+            "series": {
+                "before": [{"job": "1", "start": "2026-11-17T01:00:00+00:00", "iteration": None,
+                            "sm_activity": 0.39, "gpu_hours": 20.0}],
+                "after": [{"job": "2", "start": "2026-11-25T01:00:00+00:00", "iteration": None,
+                           "sm_activity": 0.43, "gpu_hours": 19.0}],
+            },
+            "checked_at": "2026-11-30T01:00:00+00:00",
+        },
+    )  # fmt: skip
+    client.force_login(org.admin)
+    response = client.get(reverse("efficiency:ticket-detail", args=[tickets.later.pk]))
+    body = response.content.decode()
+    assert 'id="verdict">No gain measured' in body
+    assert 'id="verification-before">40.000' in body
+    assert "interval -1.5% to 9.1%" in body
+    windows = body[body.index('id="verification-windows"') :]
+    assert "2026-11-16 10:00" in windows
+    assert "96.5" in windows
+    figure = response.context["verification_figure"]
+    before, after = figure.data[0], figure.data[1]
+    assert list(before.y) == [39.0]
+    assert list(after.y) == [43.0]
+    # Times on the page's clock: 01:00 UTC is 09:00 in Shanghai.
+    assert after.x[0].hour == 9
+    expected = next(trace for trace in figure.data if trace.name == "Expected after the fix")
+    # Activity at a fixed amount of work: saving 30% of the time needs 40% / 0.7 ≈ 57.1% busy.
+    assert round(expected.y[0], 1) == 57.1
+
+
 def test_a_verification_still_measuring_lists_what_it_waits_for(client, org, tickets):
     Ticket.objects.filter(pk=tickets.later.pk).update(
         state=TicketState.VERIFYING,
