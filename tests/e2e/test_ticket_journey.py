@@ -49,28 +49,30 @@ def test_tickets_from_due_soon_to_overdue_and_through_the_workflow(page, live_se
             state="verified_gain",
             expected_gain_pct=50.0,
             measured_gain_pct=47.0,
-            verification={
+            verification={  # as efficiency.services.tickets.verification records it
                 "outcome": "verified_gain",
                 "metric": "iteration_s",
                 "before": 2.0,
                 "after": 1.06,
                 "gain_pct": 47.0,
-                "interval": {"low": 44.0, "high": 50.0},
+                "interval_low_pct": 44.0,
+                "interval_high_pct": 50.0,
                 "shortfalls": [],
                 "windows": {
-                    "before": {
-                        "days": [
-                            {"day": f"2026-11-{d}", "value": 2.0 + (d % 3) * 0.05} for d in range(16, 23)
-                        ]
-                    },
-                    "after": {
-                        "days": [
-                            {"day": f"2026-11-{d}", "value": 1.05 + (d % 2) * 0.02} for d in range(24, 30)
-                        ]
-                    },
+                    "before": {"start": "2026-11-16T01:00:00+00:00", "end": "2026-11-23T01:00:00+00:00",
+                               "jobs": 7, "gpu_hours": 180.0},
+                    "after": {"start": "2026-11-24T01:00:00+00:00", "end": "2026-11-30T01:00:00+00:00",
+                              "jobs": 6, "gpu_hours": 98.0},
                 },
+                "series": {
+                    "before": [{"job": f"b{d}", "start": f"2026-11-{d}T03:00:00+00:00",
+                                "iteration": 2.0 + (d % 3) * 0.05} for d in range(16, 23)],
+                    "after": [{"job": f"a{d}", "start": f"2026-11-{d}T03:00:00+00:00",
+                               "iteration": 1.05 + (d % 2) * 0.02} for d in range(24, 30)],
+                },
+                "checked_at": "2026-11-30T01:00:00+00:00",
             },
-        )
+        )  # fmt: skip
         ticket_comment(Ticket.objects.get(pk=fixed.pk), user=org.admin, text="Budget note.", internal=True)
         incident = Incident.objects.create(
             cluster=org.cluster, job=org.job_a, department=org.dept_a, node=org.node_a,
