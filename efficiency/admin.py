@@ -591,6 +591,32 @@ class TicketCommentInline(admin.TabularInline):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Ticket)
+class TicketAdmin(AuditedReadOnlyAdmin):
+    """Tickets move along their workflow on the portal's pages (with the SLA clock and reasons);
+    here only to read, with every saved change in the history."""
+
+    list_display = ["pk", "title", "department", "state", "severity", "assignee", "due_at", "origin"]
+    list_filter = ["state", "severity", "origin", "department"]
+    search_fields = ["title", "assignee__username", "family_pattern"]
+    list_select_related = ["department", "assignee"]
+    date_hierarchy = "created_at"
+    exclude = ["jobs", "nodes", "incidents", "sla_notified"]
+    inlines = [TicketCommentInline]
+
+
+@admin.register(TicketComment)
+class TicketCommentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["ticket", "at", "author", "internal"]
+    list_filter = ["internal"]
+    search_fields = ["text", "ticket__title"]
+    list_select_related = ["ticket", "author"]
 
 
 # --- Notifications: channels configured here, deliveries read (and retried) here ------------------
@@ -697,27 +723,3 @@ class DeliveryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-
-@admin.register(Ticket)
-class TicketAdmin(AuditedReadOnlyAdmin):
-    """Tickets move along their workflow on the portal's pages (with the SLA clock and reasons);
-    here only to read, with every saved change in the history."""
-
-    list_display = ["pk", "title", "department", "state", "severity", "assignee", "due_at", "origin"]
-    list_filter = ["state", "severity", "origin", "department"]
-    search_fields = ["title", "assignee__username", "family_pattern"]
-    list_select_related = ["department", "assignee"]
-    date_hierarchy = "created_at"
-    exclude = ["jobs", "nodes", "incidents", "sla_notified"]
-    inlines = [TicketCommentInline]
-
-
-@admin.register(TicketComment)
-class TicketCommentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["ticket", "at", "author", "internal"]
-    list_filter = ["internal"]
-    search_fields = ["text", "ticket__title"]
-    list_select_related = ["ticket", "author"]
-
-

@@ -1,6 +1,7 @@
 """FilterSets shared by the HTML lists and the API, so both accept the same parameters."""
 
 import django_filters
+from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
@@ -12,9 +13,13 @@ from efficiency.choices import (
     JobState,
     NodeState,
     RecommendationState,
+    Role,
+    TicketOrigin,
+    TicketSeverity,
+    TicketState,
 )
 from efficiency.forms import IsoDateTimeField, ModelChoiceField
-from efficiency.models import Cluster, Department, FaultSignal, Incident, Job, Node, Recommendation
+from efficiency.models import Cluster, Department, FaultSignal, Incident, Job, Node, Recommendation, Ticket
 from efficiency.models.jobs import not_ended
 from efficiency.recommendation_messages import rule_choices
 from efficiency.scoping import scope_queryset
@@ -180,3 +185,101 @@ class RecommendationFilter(django_filters.FilterSet):
     class Meta:
         model = Recommendation
         fields = ["rule", "department", "state", "confidence", "min_gain"]
+
+
+def _ticket_assignees(request):
+    """Who a ticket on the board can be assigned to: heads of the departments the user sees, and
+    platform admins; a head picks among their own departments' heads only."""
+    if request is None:
+        return get_user_model().objects.none()
+    users = get_user_model().objects.filter(is_active=True)
+    departments = _visible_departments(request)
+    return (
+        (users.filter(headed_departments__in=departments) | users.filter(groups__name=Role.PLATFORM_ADMIN))
+        .distinct()
+        .order_by("username")
+    )
+
+
+class TicketFilter(django_filters.FilterSet):
+    """The ticket board's filters: ``?state=`` (repeatable), ``?department=<code>``,
+    ``?assignee=<username>`` (``null``: unassigned), ``?severity=``, ``?origin=``,
+    ``?sla=overdue|due_soon|on_time``, ``?q=`` (title, description, ``#id``), ``?sort=``.
+
+    Filters the board's queryset (``selectors.tickets.ticket_board``: its ``overdue`` and
+    ``severity_rank`` annotations); "due soon" is counted in business hours on the working calendar,
+    which the view does and hands over as ``due_soon_ids``.
+    """
+
+    OVERDUE, DUE_SOON, ON_TIME = "overdue", "due_soon", "on_time"
+
+    q = django_filters.CharFilter(label=_("Search"), method="search")
+    state = django_filters.MultipleChoiceFilter(label=_("State"), choices=TicketState.choices)
+    department = ModelChoiceFilter(
+        label=_("Department"), queryset=_visible_departments, to_field_name="code", empty_label=_("Any")
+    )
+    assignee = ModelChoiceFilter(
+        label=_("Assignee"),
+        queryset=_ticket_assignees,
+        to_field_name="username",
+        null_label=_("Unassigned"),
+        empty_label=_("Any"),
+    )
+    severity = django_filters.ChoiceFilter(
+        label=_("Severity"), choices=TicketSeverity.choices, empty_label=_("Any")
+    )
+    origin = django_filters.ChoiceFilter(
+        label=_("Origin"), choices=TicketOrigin.choices, empty_label=_("Any")
+    )
+    sla = django_filters.ChoiceFilter(
+        label=_("Due date"),
+        choices=[(OVERDUE, _("Overdue")), (DUE_SOON, _("Due soon")), (ON_TIME, _("On time"))],
+        method="by_sla",
+        empty_label=_("Any"),
+    )
+    sort = django_filters.OrderingFilter(
+        label=_("Sort"),
+        empty_label=_("By state, overdue first"),
+        fields=(
+            ("due_at", "due"),
+            ("severity_rank", "severity"),
+            ("created_at", "created"),
+            ("updated_at", "updated"),
+        ),
+        field_labels={
+            "due": _("Due first"),
+            "-due": _("Due last"),
+            "severity": _("Most severe first"),
+            "-severity": _("Least severe first"),
+            "created": _("Oldest first"),
+            "-created": _("Newest first"),
+            "updated": _("Changed longest ago"),
+            "-updated": _("Changed most recently"),
+        },
+    )
+
+    class Meta:
+        model = Ticket
+        fields = ["q", "state", "department", "assignee", "severity", "origin", "sla"]
+
+    def __init__(self, *args, due_soon_ids=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.due_soon_ids = list(due_soon_ids)
+
+    def search(self, queryset, name, value):
+        text = value.strip()
+        query = Q(title__icontains=text) | Q(description__icontains=text)
+        if text.removeprefix("#").isdigit() and len(text) < 12:
+            query |= Q(pk=int(text.removeprefix("#")))
+        return queryset.filter(query)
+
+    def by_sla(self, queryset, name, value):
+        if value == self.OVERDUE:
+            return queryset.filter(overdue=True)
+        if value == self.DUE_SOON:
+            return queryset.filter(pk__in=self.due_soon_ids)
+        if value == self.ON_TIME:
+            return queryset.filter(state__in=TicketState.active(), overdue=False).exclude(
+                pk__in=self.due_soon_ids
+            )
+        return queryset

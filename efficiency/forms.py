@@ -178,3 +178,86 @@ class ObjectionForm(forms.Form):
 
 class AnswerForm(forms.Form):
     response = forms.CharField(label=_("Answer"), max_length=4000, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+# --- Tickets ----------------------------------------------------------------------------------------
+# The forms only read the input; the ticket services check it (lengths, the assignee's department, a
+# due date in the future) and their refusal is shown beside the field it names.
+
+
+class _DueField(forms.DateTimeField):
+    """A due date as the browser's ``datetime-local`` sends it, in the display time zone."""
+
+    widget = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+
+    def to_python(self, value):
+        return checked_moment(super().to_python(value))
+
+
+class TicketCreateForm(forms.Form):
+    """A ticket opened by hand: the department among those the user may open tickets for, and an
+    assignee among its heads and the platform admins (``assignees``)."""
+
+    department = forms.ModelChoiceField(label=_("Department"), queryset=None, to_field_name="code")
+    title = forms.CharField(label=_("Title"), strip=True)
+    description = forms.CharField(
+        label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 5})
+    )
+    severity = forms.ChoiceField(label=_("Severity"), choices=())
+    assignee = forms.ModelChoiceField(
+        label=_("Assignee"),
+        queryset=None,
+        required=False,
+        to_field_name="username",
+        empty_label=_("Nobody yet"),
+    )
+    due_at = _DueField(
+        label=_("Due"),
+        required=False,
+        help_text=_("Leave empty to take the severity's SLA on the working calendar."),
+    )
+
+    def __init__(self, *args, departments, assignees, severities, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["department"].queryset = departments
+        self.fields["assignee"].queryset = assignees
+        self.fields["severity"].choices = severities
+
+
+class TicketEditForm(forms.Form):
+    """A ticket's editable fields; ``editable`` names those the user may change (a head: the
+    assignee), the others are left out of the form."""
+
+    title = forms.CharField(label=_("Title"), strip=True)
+    description = forms.CharField(
+        label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 4})
+    )
+    severity = forms.ChoiceField(label=_("Severity"), choices=())
+    assignee = forms.ModelChoiceField(
+        label=_("Assignee"), queryset=None, required=False, to_field_name="username", empty_label=_("Nobody")
+    )
+    due_at = _DueField(label=_("Due"))
+    meeting = forms.CharField(label=_("Committee meeting"), required=False, strip=True)
+
+    def __init__(self, *args, editable, assignees, severities, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in list(self.fields):
+            if name not in editable:
+                del self.fields[name]
+        if "assignee" in self.fields:
+            self.fields["assignee"].queryset = assignees
+        if "severity" in self.fields:
+            self.fields["severity"].choices = severities
+
+
+class TicketCommentForm(forms.Form):
+    text = forms.CharField(label=_("Comment"), strip=True, widget=forms.Textarea(attrs={"rows": 3}))
+    internal = forms.BooleanField(
+        label=_("Internal note (committee and platform admins only)"), required=False
+    )
+
+
+class TicketMoveForm(forms.Form):
+    reason = forms.CharField(
+        label=_("Reason"), required=False, strip=True, widget=forms.Textarea(attrs={"rows": 2})
+    )

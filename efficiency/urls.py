@@ -1,6 +1,6 @@
 from django.urls import path
 
-from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, usage
+from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, tickets, usage
 from efficiency.views import notifications as notification_views
 
 app_name = "efficiency"
@@ -58,4 +58,11 @@ urlpatterns = [
     path("sources/<int:pk>/", sources.source_detail_view, name="source-detail"),
     path("sources/<int:pk>/collect/", sources.source_collect_view, name="source-collect"),
     path("notifications/", notification_views.notification_settings_view, name="notification-settings"),
+    path("tickets/", tickets.ticket_board_view, name="ticket-list"),
+    path("tickets/mine/", tickets.ticket_mine_view, name="ticket-mine"),
+    path("tickets/new/", tickets.ticket_create_view, name="ticket-create"),
+    path("tickets/<int:pk>/", tickets.ticket_detail_view, name="ticket-detail"),
+    path("tickets/<int:pk>/edit/", tickets.ticket_edit_view, name="ticket-edit"),
+    path("tickets/<int:pk>/comment/", tickets.ticket_comment_view, name="ticket-comment"),
+    path("tickets/<int:pk>/move/<slug:action>/", tickets.ticket_move_view, name="ticket-move"),
 ]

@@ -12,6 +12,7 @@ from efficiency.selectors.inventory import department_list, gpu_ownership_summar
 from efficiency.selectors.notifications import delivery_failed_count
 from efficiency.selectors.recommendations import what_to_fix_summary
 from efficiency.selectors.sources import source_status_list
+from efficiency.selectors.tickets import department_open_tickets, overdue_ticket_count
 from efficiency.services.health import worker_heartbeat_list
 from efficiency.views.usage import trend_figure
 
@@ -39,6 +40,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "summary": home_summary(user=request.user),
         "departments": department_list(user=request.user),
         "ownership_figure": figure,
+        "overdue_tickets": overdue_ticket_count(user=request.user, now=timezone.now()),
     }
     if role == Role.PLATFORM_ADMIN:
         context["heartbeats"] = worker_heartbeat_list()
@@ -66,4 +68,7 @@ def department_head_home(request: HttpRequest) -> HttpResponse:
         user=request.user, department_ids=[row.department.pk for row in home.departments]
     )
     context["what_to_fix"] = [(row.department, *fixes[row.department.pk]) for row in home.departments]
+    context["open_tickets"], context["open_ticket_count"] = department_open_tickets(
+        user=request.user, department_ids=[row.department.pk for row in home.departments], now=timezone.now()
+    )
     return render(request, _TEMPLATES[Role.DEPARTMENT_HEAD], context)

@@ -18,6 +18,7 @@ from efficiency.selectors.inventory import (
 from efficiency.selectors.jobs import job_list
 from efficiency.selectors.queue import queue_summary, started_wait_stats
 from efficiency.selectors.recommendations import what_to_fix_summary
+from efficiency.selectors.tickets import department_open_tickets
 from efficiency.selectors.usage import (
     idle_allocation_list,
     job_usage_count,
@@ -70,6 +71,9 @@ def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
     context["fix_count"], context["fix_gain"] = what_to_fix_summary(
         user=request.user, department_ids=[department.pk]
     )[department.pk]
+    context["open_tickets"], context["open_ticket_count"] = department_open_tickets(
+        user=request.user, department_ids=[department.pk], now=timezone.now()
+    )
     return render(request, "efficiency/inventory/department_detail.html", context)
 
 

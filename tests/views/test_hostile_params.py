@@ -14,7 +14,7 @@ from django.urls import resolve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter, RecommendationFilter
+from efficiency.filters import DepartmentFilter, JobFilter, NodeFilter, RecommendationFilter, TicketFilter
 from efficiency.forms import ClusterForm, RangeForm
 from efficiency.models import Job
 from tests.views.test_url_matrix import MATRIX
@@ -48,6 +48,9 @@ PAGE_PARAMS: dict[str, tuple] = {
     "efficiency:recommendation-queue": (RecommendationFilter, "export", "page"),
     "efficiency:recommendation-detail": (),
     "efficiency:department-what-to-fix": ("export",),
+    "efficiency:ticket-list": (TicketFilter, "export", "page"),
+    "efficiency:ticket-mine": (TicketFilter, "export", "page"),
+    "efficiency:ticket-detail": (),
 }
 NOT_PORTAL_PAGES = {"login", "logout", "set_language", "healthz", "admin:index", "api:schema", "api:docs"}
 

@@ -299,7 +299,44 @@ MATRIX = {
         lambda o: f"/api/v1/recommendations/{_recommendation(o).pk}/comment/",
         {**API_A_ONLY_VIEWER, "head_a": 415, "committee": 415, "admin": 415},
     ),
+    "efficiency:ticket-list": ("get", lambda o: "/tickets/", VIEWER_PAGE),
+    "efficiency:ticket-mine": ("get", lambda o: "/tickets/mine/", VIEWER_PAGE),
+    # An empty form is a 400 naming the missing fields.
+    "efficiency:ticket-create": (
+        "post",
+        lambda o: "/tickets/new/",
+        {**VIEWER_PAGE, **dict.fromkeys(ROLES[2:], 400)},
+    ),
+    "efficiency:ticket-detail": ("get", lambda o: f"/tickets/{_ticket(o).pk}/", A_ONLY_VIEWER),
+    # An empty edit form is a 400 (a head's: no assignee is a change to nobody, allowed: a redirect).
+    "efficiency:ticket-edit": (
+        "post",
+        lambda o: f"/tickets/{_ticket(o).pk}/edit/",
+        {**A_ONLY_VIEWER, "head_a": 302, "committee": 400, "admin": 400},
+    ),
+    # An empty comment is a 400.
+    "efficiency:ticket-comment": (
+        "post",
+        lambda o: f"/tickets/{_ticket(o).pk}/comment/",
+        {**A_ONLY_VIEWER, "head_a": 400, "committee": 400, "admin": 400},
+    ),
+    # Resolving an open ticket is not a legal move: a 400 with the moves that are.
+    "efficiency:ticket-move": (
+        "post",
+        lambda o: f"/tickets/{_ticket(o).pk}/move/resolve/",
+        {**A_ONLY_VIEWER, "head_a": 400, "committee": 400, "admin": 400},
+    ),
 }
+
+
+def _ticket(o):
+    """An open ticket of department A."""
+    from efficiency.models import Ticket
+    from efficiency.services.tickets import ticket_create
+
+    return Ticket.objects.filter(department=o.dept_a).first() or ticket_create(
+        user=o.admin, title="Fix NCCL", department=o.dept_a, severity="medium"
+    )
 
 
 def _named_urls(patterns=None, namespace=""):
