@@ -176,7 +176,9 @@ def ticket_history(*, ticket: Ticket) -> list[HistoryEntry]:
         if previous is not None:
             delta = record.diff_against(previous, foreign_keys_are_objs=True)
             for change in delta.changes:
-                if change.field in ("updated_at", "sla_notified"):
+                # The verification record is shown whole in its own section; here its
+                # outcome is the state change and the measured gain beside it.
+                if change.field in ("updated_at", "sla_notified", "verification"):
                     continue
                 if change.field in ("jobs", "nodes", "incidents"):
                     old, new = _m2m_objects(change.old), _m2m_objects(change.new)

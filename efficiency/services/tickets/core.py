@@ -470,7 +470,7 @@ def ticket_transition(
             now,
         )
         ticket.verification = {"outcome": "verifying", "started_at": now.isoformat()}
-        _record(ticket, None, "verification started")
+        _record(ticket, None)
         ticket.save()
     if target in (TicketState.VERIFIED_GAIN, TicketState.NO_GAIN, TicketState.REGRESSED):
         notification_emit(EVENT_VERIFIED, ticket=ticket, now=now)
