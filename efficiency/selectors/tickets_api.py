@@ -1,7 +1,7 @@
 """Tickets as the API reads them: scoped like the pages (a head sees their departments' tickets),
 overdue ones first, and a ticket's history as rows of who changed what, from → to, and why.
 
-(The ticket pages' own selectors may live beside this module; both read the same rows.)
+The board's definition of overdue is ``selectors.tickets.overdue_q``, shared with the pages.
 """
 
 from dataclasses import dataclass, field
@@ -9,27 +9,16 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import BooleanField, Case, F, Prefetch, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, Prefetch, QuerySet, Value, When
 
 from efficiency.choices import TicketState
 from efficiency.models import Department, Incident, Job, Node, Recommendation, Ticket
 from efficiency.scoping import User, scope_queryset
+from efficiency.selectors.tickets import overdue_q
 
 # Fields whose history values are rows of other tables: shown by their code, username or id.
 _USER_FIELDS = ("assignee", "created_by")
 _HIDDEN_FIELDS = ("updated_at", "sla_notified")
-
-
-def overdue_q(now: datetime) -> Q:
-    """Tickets whose clock has run out: active and past due (one that waits is measured at the
-    moment it began to wait, as ``services.tickets.sla_status`` measures it)."""
-    running = Q(state__in=(TicketState.OPEN, TicketState.IN_PROGRESS), due_at__lte=now)
-    waiting = Q(state=TicketState.WAITING_ON_DEPARTMENT)
-    return (
-        running
-        | (waiting & Q(paused_at__isnull=True, due_at__lte=now))
-        | (waiting & Q(paused_at__isnull=False, due_at__lte=F("paused_at")))
-    )
 
 
 def ticket_list(*, user: User, now: datetime) -> QuerySet[Ticket]:
