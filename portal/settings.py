@@ -261,6 +261,11 @@ SPECTACULAR_SETTINGS = {
         "IncidentStatusEnum": "efficiency.choices.IncidentStatus",
         "SignalSourceEnum": "efficiency.choices.SignalSource",
         "JobSourceEnum": "efficiency.choices.JobSource",
+        "QuotaCycleOriginEnum": "efficiency.choices.QuotaCycleOrigin",
+        # The ticket moves people make (the portal's own are not theirs to ask for).
+        "TicketMoveEnum": ["start", "wait", "resume", "resolve", "close", "reopen", "wont_fix"],
+        "TicketCreateOriginEnum": ["manual", "committee"],
+        "RecommendationDecisionEnum": ["accept", "reject", "snooze", "comment"],
     },
 }
 

@@ -76,6 +76,8 @@ from efficiency.models import (
     RollupDirtyHour,
     ScopeHour,
     SourceRun,
+    Ticket,
+    TicketComment,
     WorkerHeartbeat,
 )
 from efficiency.models.tokens import token_digest
@@ -695,3 +697,29 @@ class DeliveryFactory(factory.django.DjangoModelFactory):
     channel = factory.SubFactory(NotificationChannelFactory)
     created_at = factory.LazyFunction(timezone.now)
     due_at = factory.LazyAttribute(lambda o: o.created_at + timedelta(minutes=1))
+
+
+class TicketFactory(factory.django.DjangoModelFactory):
+    """An open ticket opened by hand, due in two days (a high ticket's 18 business hours)."""
+
+    class Meta:
+        model = Ticket
+
+    title = factory.Sequence(lambda n: f"Switch NCCL to InfiniBand ({n})")
+    origin = "manual"
+    department = factory.SubFactory(DepartmentFactory)
+    severity = "high"
+    state = "open"
+    created_at = factory.LazyFunction(timezone.now)
+    updated_at = factory.SelfAttribute("created_at")
+    due_at = factory.LazyAttribute(lambda o: o.created_at + timedelta(days=2))
+
+
+class TicketCommentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = TicketComment
+
+    ticket = factory.SubFactory(TicketFactory)
+    author = factory.SubFactory(UserFactory, username=factory.Sequence(lambda n: f"commenter-{n}"))
+    at = factory.LazyFunction(timezone.now)
+    text = "The launcher template changes on Tuesday."

@@ -83,11 +83,11 @@ class TicketFilter(django_filters.FilterSet):
     def _now(self):
         return getattr(self.request, "ticket_now", None) or timezone.now()
 
-    def filter_overdue(self, queryset, name, value):
+    def filter_overdue(self, queryset, name, value: bool):
         overdue = selectors.overdue_q(self._now())
         return queryset.filter(overdue) if value else queryset.exclude(overdue)
 
-    def filter_due_soon(self, queryset, name, value):
+    def filter_due_soon(self, queryset, name, value: bool):
         now = self._now()
         ids = [
             ticket.pk

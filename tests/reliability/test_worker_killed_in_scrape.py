@@ -112,10 +112,14 @@ def _samples(source: DataSource) -> list[tuple]:
 
 
 def _rollups(source: DataSource) -> list[tuple]:
+    """The hours' sums, to the microsecond: PostgreSQL adds a float column in whatever order it
+    reads the rows, and a rerun stores the same samples in another order (6931.800000000001 and
+    6931.8 are the same busy seconds)."""
     return sorted(
-        NodeHour.objects.filter(node__cluster=source.cluster).values_list(
-            "node__hostname", "hour", "sample_count", "sampled_gpu_s", "busy_gpu_s"
-        )
+        (host, hour, count, round(sampled, 6), round(busy, 6))
+        for host, hour, count, sampled, busy in NodeHour.objects.filter(
+            node__cluster=source.cluster
+        ).values_list("node__hostname", "hour", "sample_count", "sampled_gpu_s", "busy_gpu_s")
     )
 
 

@@ -51,6 +51,7 @@ PAGE_PARAMS: dict[str, tuple] = {
     "efficiency:ticket-list": (TicketFilter, "export", "page"),
     "efficiency:ticket-mine": (TicketFilter, "export", "page"),
     "efficiency:ticket-detail": (),
+    "efficiency:notification-settings": (),
 }
 NOT_PORTAL_PAGES = {"login", "logout", "set_language", "healthz", "admin:index", "api:schema", "api:docs"}
 

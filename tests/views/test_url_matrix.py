@@ -299,6 +299,16 @@ MATRIX = {
         lambda o: f"/api/v1/recommendations/{_recommendation(o).pk}/comment/",
         {**API_A_ONLY_VIEWER, "head_a": 415, "committee": 415, "admin": 415},
     ),
+    "api:ticket-list": ("get", lambda o: "/api/v1/tickets/", API_VIEWER),
+    "api:ticket-detail": ("get", lambda o: f"/api/v1/tickets/{_ticket(o).pk}/", API_A_ONLY_VIEWER),
+    "api:ticket-comments": ("get", lambda o: f"/api/v1/tickets/{_ticket(o).pk}/comments/", API_A_ONLY_VIEWER),
+    "api:ticket-history": ("get", lambda o: f"/api/v1/tickets/{_ticket(o).pk}/history/", API_A_ONLY_VIEWER),
+    # The client posts an empty form: the API takes JSON only (415), after the role and the scope.
+    "api:ticket-transition": (
+        "post",
+        lambda o: f"/api/v1/tickets/{_ticket(o).pk}/transition/",
+        {**API_A_ONLY_VIEWER, "head_a": 415, "committee": 415, "admin": 415},
+    ),
     "efficiency:ticket-list": ("get", lambda o: "/tickets/", VIEWER_PAGE),
     "efficiency:ticket-mine": ("get", lambda o: "/tickets/mine/", VIEWER_PAGE),
     # An empty form is a 400 naming the missing fields.
