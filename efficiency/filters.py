@@ -161,6 +161,18 @@ class FaultSignalFilter(django_filters.FilterSet):
         fields = ["category", "node"]
 
 
+class StableOrderingFilter(django_filters.OrderingFilter):
+    """An OrderingFilter whose rows keep one order where the chosen field ties (two tickets opened
+    in the same instant, two recommendations with the same gain): the id breaks the tie, so a
+    page, its CSV and the next page agree."""
+
+    def filter(self, qs, value):
+        qs = super().filter(qs, value)
+        if not value:
+            return qs
+        return qs.order_by(*qs.query.order_by, "pk")
+
+
 class RecommendationFilter(django_filters.FilterSet):
     """The review queue's and the lists' filters: ``?rule=``, ``?department=<code>``,
     ``?state=``, ``?confidence=``, ``?min_gain=<GPU-hours per week>``, ``?sort=``."""
@@ -172,7 +184,7 @@ class RecommendationFilter(django_filters.FilterSet):
     min_gain = django_filters.NumberFilter(
         label=_("Gain at least (GPU-h/week)"), field_name="gain_gpu_h_week", lookup_expr="gte", min_value=0
     )
-    sort = django_filters.OrderingFilter(
+    sort = StableOrderingFilter(
         label=_("Sort"),
         fields=(("gain_gpu_h_week", "gain"), ("gain_pct", "gain_pct"), ("last_seen", "last_seen")),
         field_labels={
@@ -237,7 +249,7 @@ class TicketFilter(django_filters.FilterSet):
         method="by_sla",
         empty_label=_("Any"),
     )
-    sort = django_filters.OrderingFilter(
+    sort = StableOrderingFilter(
         label=_("Sort"),
         empty_label=_("By state, overdue first"),
         fields=(
