@@ -271,6 +271,7 @@ class NotificationEvent(models.TextChoices):
     TICKET_VERIFIED = "ticket_verified", _("Ticket verified")
     RECOMMENDATION_ACCEPTED = "recommendation_accepted", _("Recommendation accepted")
     INCIDENT_OPENED = "incident_opened", _("Incident opened")
+    PACK_READY = "pack_ready", _("Committee review pack ready")
 
 
 class ChannelKind(models.TextChoices):
@@ -286,3 +287,27 @@ class DeliveryState(models.TextChoices):
     SENDING = "sending", _("Sending")
     SENT = "sent", _("Sent")
     FAILED = "failed", _("Failed")
+
+
+class MeetingStatus(models.TextChoices):
+    """A committee meeting: planned from a pack, held (decisions recorded), minutes approved at
+    the next meeting."""
+
+    PLANNED = "planned", _("Planned")
+    HELD = "held", _("Held")
+    APPROVED = "approved", _("Minutes approved")
+
+
+class DecisionKind(models.TextChoices):
+    """What a committee decision changes."""
+
+    QUOTA = "quota", _("Quota approval")
+    TICKET = "ticket", _("Remediation ticket")
+    CAPACITY = "capacity", _("Capacity order")
+    OTHER = "other", _("Other")
+
+
+class ActionStatus(models.TextChoices):
+    OPEN = "open", _("Open")
+    DONE = "done", _("Done")
+    DROPPED = "dropped", _("Dropped")

@@ -1,5 +1,14 @@
 """The domain model, one module per area."""
 
+from efficiency.models.committee import (
+    Action,
+    AuditEntry,
+    Decision,
+    ImmutableRecord,
+    RateCard,
+    ReviewMeeting,
+    ReviewPack,
+)
 from efficiency.models.faults import (
     ActuatorConfig,
     FaultPolicy,
@@ -48,11 +57,14 @@ from efficiency.models.tokens import ApiToken
 from efficiency.models import audit  # noqa: F401  isort: skip
 
 __all__ = [
+    "Action",
     "ActuatorConfig",
     "ApiToken",
+    "AuditEntry",
     "CapacityAlert",
     "Cluster",
     "DataSource",
+    "Decision",
     "Delivery",
     "Department",
     "DepartmentHour",
@@ -62,6 +74,7 @@ __all__ = [
     "FaultSignal",
     "Gpu",
     "GpuSample",
+    "ImmutableRecord",
     "Incident",
     "IncidentAction",
     "Job",
@@ -82,8 +95,11 @@ __all__ = [
     "QuotaCycle",
     "QuotaEvent",
     "QuotaObjection",
+    "RateCard",
     "Recommendation",
     "RecommendationDecision",
+    "ReviewMeeting",
+    "ReviewPack",
     "RollupDirtyHour",
     "ScopeHour",
     "SourceRun",

@@ -1,0 +1,1 @@
+"""The committee's review: sealing, the audit chain, and the pack's analyses (pure Python)."""

@@ -1,0 +1,94 @@
+"""Appending to and checking the committee's hash-chained audit trail.
+
+Appends are serialised by the unique sequence number and hash: two writers that read the same
+head both try ``seq + 1``; one wins, the other re-reads the head and retries. Call ``audit_append``
+inside the transaction that makes the change, so the entry and the change commit together.
+"""
+
+from datetime import UTC, datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from efficiency.analysis.committee.chain import GENESIS, ChainCheck, Link, body, link_hash, verify_chain
+from efficiency.models import AuditEntry
+from efficiency.scoping import User
+
+ATTEMPTS = 20
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def audit_append(
+    *, actor: User | None, verb: str, obj, payload: dict | None = None, at: datetime | None = None
+) -> AuditEntry:
+    """Record ``verb`` on ``obj`` (a model instance) with ``payload`` (JSON: what changed)."""
+    at = at or timezone.now()
+    actor_name = "" if actor is None or not actor.is_authenticated else actor.get_username()
+    object_type = type(obj)._meta.model_name
+    payload = payload or {}
+    for _attempt in range(ATTEMPTS):
+        head = AuditEntry.objects.order_by("-seq").values("seq", "entry_hash").first()
+        seq = 1 if head is None else head["seq"] + 1
+        prev_hash = GENESIS if head is None else head["entry_hash"]
+        entry_body = body(
+            seq=seq,
+            at=_iso(at),
+            actor=actor_name,
+            verb=verb,
+            object_type=object_type,
+            object_id=obj.pk,
+            payload=payload,
+        )
+        entry = AuditEntry(
+            seq=seq,
+            at=at,
+            actor=actor if actor_name else None,
+            actor_name=actor_name,
+            verb=verb,
+            object_type=object_type,
+            object_id=obj.pk,
+            payload=payload,
+            prev_hash=prev_hash,
+            entry_hash=link_hash(prev_hash, entry_body),
+        )
+        try:
+            with transaction.atomic():
+                entry.save()
+        except IntegrityError:
+            continue  # another writer took this sequence number: read the new head and retry
+        return entry
+    raise RuntimeError("could not append to the audit trail: too many concurrent writers")
+
+
+def _links(entries) -> list[Link]:
+    return [
+        Link(
+            seq=entry.seq,
+            at=_iso(entry.at),
+            actor=entry.actor_name,
+            verb=entry.verb,
+            object_type=entry.object_type,
+            object_id=entry.object_id,
+            payload=entry.payload,
+            prev_hash=entry.prev_hash,
+            entry_hash=entry.entry_hash,
+        )
+        for entry in entries
+    ]
+
+
+def audit_verify() -> ChainCheck:
+    """Recompute the whole chain from the database."""
+    return verify_chain(_links(AuditEntry.objects.order_by("seq").iterator(chunk_size=2000)))
+
+
+def audit_trail(*, object_type: str | None = None, object_ids: list[int] | None = None):
+    rows = AuditEntry.objects.select_related("actor").order_by("seq")
+    if object_type is not None:
+        rows = rows.filter(object_type=object_type)
+    if object_ids is not None:
+        rows = rows.filter(object_id__in=object_ids)
+    return rows
