@@ -18,10 +18,13 @@ from efficiency.actuators import actuator_config_validate
 from efficiency.choices import DeliveryState, NotificationEvent, Role
 from efficiency.config_secrets import MASK, literal_secret_keys, secrets_keep, secrets_mask
 from efficiency.models import (
+    Action,
     ActuatorConfig,
     ApiToken,
+    AuditEntry,
     Cluster,
     DataSource,
+    Decision,
     Delivery,
     Department,
     DepartmentMapping,
@@ -37,8 +40,11 @@ from efficiency.models import (
     NotificationSubscription,
     Quota,
     QuotaCycle,
+    RateCard,
     Recommendation,
     RecommendationDecision,
+    ReviewMeeting,
+    ReviewPack,
     SourceRun,
     Ticket,
     TicketComment,
@@ -723,3 +729,49 @@ class DeliveryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# The committee's records: written by its pages (sealed, never edited), read here.
+
+
+@admin.register(ReviewPack)
+class ReviewPackAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["pk", "cluster", "period_start", "period_end", "version", "content_hash", "generated_at"]
+    list_filter = ["cluster"]
+    list_select_related = ["cluster"]
+    exclude = ["content_json"]
+
+
+@admin.register(ReviewMeeting)
+class ReviewMeetingAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["pk", "title", "cluster", "scheduled_for", "status", "minutes_approved_at"]
+    list_filter = ["cluster", "status"]
+    list_select_related = ["cluster"]
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["pk", "meeting", "number", "kind", "title", "decided_at", "supersedes"]
+    list_filter = ["kind"]
+    list_select_related = ["meeting", "supersedes"]
+    search_fields = ["title", "outcome"]
+
+
+@admin.register(Action)
+class ActionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["pk", "title", "owner", "due_on", "status", "carried", "meeting"]
+    list_filter = ["status"]
+    list_select_related = ["owner", "meeting"]
+    search_fields = ["title"]
+
+
+@admin.register(RateCard)
+class RateCardAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["version", "effective_from", "currency", "default_rate", "created_at"]
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["seq", "at", "actor_name", "verb", "object_type", "object_id", "entry_hash"]
+    list_filter = ["object_type", "verb"]
+    search_fields = ["actor_name", "entry_hash"]

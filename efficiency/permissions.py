@@ -100,6 +100,13 @@ ROLE_MODEL_PERMISSIONS: dict[Role, dict[tuple[str, str], list[str]]] = {
         ("efficiency", "notificationsubscription"): [VIEW, ADD, CHANGE],
         ("efficiency", "notification"): [VIEW],
         ("efficiency", "delivery"): [VIEW, CHANGE],
+        # The committee's records are written by its pages and sealed: read only here.
+        ("efficiency", "reviewpack"): [VIEW],
+        ("efficiency", "reviewmeeting"): [VIEW],
+        ("efficiency", "decision"): [VIEW],
+        ("efficiency", "action"): [VIEW],
+        ("efficiency", "ratecard"): [VIEW],
+        ("efficiency", "auditentry"): [VIEW],
         ("auth", "user"): [VIEW, ADD, CHANGE],
         ("auth", "group"): [VIEW],
         ("efficiency", "apitoken"): [VIEW, ADD, CHANGE, DELETE],
