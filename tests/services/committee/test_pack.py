@@ -224,3 +224,25 @@ def test_pack_ready_routes_to_the_committee(world):
         committee_pack_generate_task()
     notification = Notification.objects.get(event=NotificationEvent.PACK_READY)
     assert [user.username for user in notification_users(notification)] == ["chair"]
+
+
+def test_pack_readers_are_scoped(world):
+    from efficiency.selectors.committee import pack_get, pack_versions
+
+    pack = _generate(world)
+    nobody = UserFactory(username="nobody")
+    with pytest.raises(ReviewPack.DoesNotExist):
+        pack_get(user=nobody, pk=pack.pk)
+    assert pack_get(user=world["committee"], pk=pack.pk) == pack
+    assert pack_content_for(user=world["committee"], pack=pack) == pack.content
+    assert list(pack_versions(user=world["committee"], pack=pack)) == [pack]
+
+
+def test_sections_without_data_say_so(db):
+    cluster = ClusterFactory(slug="empty")
+    with time_machine.travel(NOW, tick=False):
+        content = pack_generate(cluster=cluster, start=START, end=END).content
+    assert content["cluster_section"]["available"] is False
+    assert content["proposals"]["available"] is False
+    assert content["capacity"]["available"] is False
+    assert content["previous"] is None
