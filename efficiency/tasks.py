@@ -219,3 +219,15 @@ def notifications_deliver_task(now: str | None = None) -> dict:
 def notifications_sla_scan_task(now: str | None = None) -> dict:
     """Announce tickets that became due soon or overdue, once per due date."""
     return notifications.notifications_sla_scan(now=_at(now))
+
+
+# --- Committee -------------------------------------------------------------------------------------
+
+
+@shared_task
+def committee_pack_generate_task(now: str | None = None) -> dict:
+    """Seal the review pack of each cluster's period that has ended, once, and tell the committee."""
+    from efficiency.services.committee.pack import pack_generate_due
+
+    made = pack_generate_due(now=_at(now))
+    return {"packs": [pack.pk for pack in made]}

@@ -364,6 +364,12 @@ CELERY_BEAT_SCHEDULE = {
     "notifications-sla-scan": {"task": "efficiency.tasks.notifications_sla_scan_task", "schedule": 300.0},
     # Every minute: send the notification deliveries whose batching window or retry delay has passed.
     "notifications-deliver": {"task": "efficiency.tasks.notifications_deliver_task", "schedule": 60.0},
+    # Every hour at :50: seal the committee's review pack of a period that has ended (once per
+    # period; the pack is built in the worker, never in a request) and notify the committee.
+    "committee-pack": {
+        "task": "efficiency.tasks.committee_pack_generate_task",
+        "schedule": crontab(minute=50),
+    },
 }
 
 # --- Portal ----------------------------------------------------------------------------------
@@ -421,6 +427,12 @@ PORTAL_SIMULATOR_PORT = env_int("PORTAL_SIMULATOR_PORT", 9400)
 # hours is, fluctuating when the hourly std-dev reaches PORTAL_NODE_FLUCTUATION_PCT points, and
 # "unknown" with fewer than PORTAL_NODE_MIN_COVERED_HOURS covered hours in the cycle.
 PORTAL_CYCLE_DAYS = env_int("PORTAL_CYCLE_DAYS", 14)
+# The committee's KPI targets shown in the review pack's summary (ratios 0-1, seconds, a count).
+PORTAL_COMMITTEE_TARGET_UTILIZATION = env_float("PORTAL_COMMITTEE_TARGET_UTILIZATION", 0.45)
+PORTAL_COMMITTEE_TARGET_ALLOCATION_RATE = env_float("PORTAL_COMMITTEE_TARGET_ALLOCATION_RATE", 0.8)
+PORTAL_COMMITTEE_TARGET_MTTR_S = env_float("PORTAL_COMMITTEE_TARGET_MTTR_S", 4 * 3600.0)
+PORTAL_COMMITTEE_TARGET_ETTR = env_float("PORTAL_COMMITTEE_TARGET_ETTR", 0.9)
+PORTAL_COMMITTEE_TARGET_OVERDUE_TICKETS = env_int("PORTAL_COMMITTEE_TARGET_OVERDUE_TICKETS", 0)
 PORTAL_NODE_CLASS_THRESHOLDS: dict[str, float] = {
     "idle_util_pct": env_float("PORTAL_NODE_IDLE_UTIL_PCT", 1.0),
     "idle_hour_share": env_float("PORTAL_NODE_IDLE_HOUR_SHARE", 0.8),

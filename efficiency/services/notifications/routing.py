@@ -8,6 +8,7 @@
 | ticket_verified         | the department's heads                | those that list it                    |
 | recommendation_accepted | the heads of the department fixing it | those that list it                    |
 | incident_opened         | (subscribers only)                    | listed by default                     |
+| pack_ready              | the committee (its group's members)   | those that list it                    |
 
 On top of the table, **subscribers** hear of the events that are theirs to opt into (``OPT_IN``):
 the committee and platform admins of every verification, anyone of the incidents they may see (a
@@ -33,7 +34,7 @@ from efficiency.choices import NotificationEvent as E
 from efficiency.models import Delivery, Department, Notification, NotificationChannel
 from efficiency.permissions import user_role
 
-ASSIGNEE, HEADS = "assignee", "heads"
+ASSIGNEE, HEADS, COMMITTEE = "assignee", "heads", "committee"
 # Direct recipients of each event (the first column of the table above).
 ROUTES: dict[str, tuple[str, ...]] = {
     E.TICKET_ASSIGNED: (ASSIGNEE,),
@@ -42,6 +43,7 @@ ROUTES: dict[str, tuple[str, ...]] = {
     E.TICKET_VERIFIED: (HEADS,),
     E.RECOMMENDATION_ACCEPTED: (HEADS,),
     E.INCIDENT_OPENED: (),
+    E.PACK_READY: (COMMITTEE,),
 }
 
 # Events a role may subscribe to beyond the table (about what the person may see).
@@ -103,6 +105,8 @@ def notification_users(notification: Notification) -> list:
         direct.update(
             Department.objects.filter(pk=notification.department_id).values_list("heads", flat=True)
         )
+    if COMMITTEE in routes:
+        direct.update(User.objects.filter(groups__name=Role.COMMITTEE).values_list("pk", flat=True))
     direct.discard(None)
     candidates = (
         User.objects.filter(is_active=True).exclude(email="").select_related("notification_subscription")
