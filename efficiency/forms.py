@@ -315,7 +315,9 @@ class DecisionForm(forms.Form):
     )
     ticket_title = forms.CharField(label=_("Or open a ticket titled"), required=False, max_length=200)
     ticket_department = forms.ModelChoiceField(label=_("Ticket department"), queryset=None, required=False)
-    ticket_severity = forms.ChoiceField(label=_("Ticket severity"), choices=(), required=False)
+    ticket_severity = forms.ChoiceField(
+        label=_("Ticket severity"), choices=(), required=False, initial="medium"
+    )
     capacity_gpu_model = forms.CharField(label=_("GPU model ordered"), required=False, max_length=100)
     capacity_gpus = forms.IntegerField(
         label=_("GPUs ordered"), required=False, min_value=1, max_value=1_000_000
