@@ -261,3 +261,103 @@ class TicketMoveForm(forms.Form):
     reason = forms.CharField(
         label=_("Reason"), required=False, strip=True, widget=forms.Textarea(attrs={"rows": 2})
     )
+
+
+# --- Committee meetings --------------------------------------------------------------------------
+
+
+class MeetingCreateForm(forms.Form):
+    """Plan the next committee meeting from a pack; ``people`` are those who may attend."""
+
+    pack = forms.IntegerField(widget=forms.HiddenInput, min_value=1, max_value=2**31 - 1)
+    title = forms.CharField(
+        label=_("Title"), required=False, max_length=200, help_text=_("Leave empty for the period's name.")
+    )
+    scheduled_for = _DueField(label=_("When"))
+    attendees = forms.ModelMultipleChoiceField(
+        label=_("Attendees"), queryset=None, required=False, to_field_name="username"
+    )
+    guests = forms.CharField(label=_("Other attendees"), required=False, max_length=500)
+
+    def __init__(self, *args, people, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["attendees"].queryset = people
+
+
+class DecisionForm(forms.Form):
+    """A decision of a meeting, recorded once; the kind says which of the optional parts apply."""
+
+    kind = forms.ChoiceField(label=_("Kind"), choices=())
+    title = forms.CharField(label=_("Decision"), max_length=200)
+    options = forms.CharField(
+        label=_("Options considered"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("One per line."),
+    )
+    outcome = forms.CharField(label=_("Outcome"), max_length=4000, widget=forms.Textarea(attrs={"rows": 2}))
+    decided_by = forms.CharField(
+        label=_("Decided by"),
+        max_length=300,
+        help_text=_("Who decided, and how: a vote, unanimous, the chair."),
+    )
+    supersedes = forms.ModelChoiceField(
+        label=_("Supersedes"), queryset=None, required=False, empty_label=_("Nothing (a new decision)")
+    )
+    quota_cycle = forms.ModelChoiceField(label=_("Quota cycle"), queryset=None, required=False)
+    quota_approve = forms.BooleanField(
+        label=_("Approve this quota cycle now"),
+        required=False,
+        help_text=_("Approves the proposal on the quota page, with the outcome as its comment."),
+    )
+    ticket_id = forms.IntegerField(
+        label=_("Existing ticket number"), required=False, min_value=1, max_value=2**31 - 1
+    )
+    ticket_title = forms.CharField(label=_("Or open a ticket titled"), required=False, max_length=200)
+    ticket_department = forms.ModelChoiceField(label=_("Ticket department"), queryset=None, required=False)
+    ticket_severity = forms.ChoiceField(
+        label=_("Ticket severity"), choices=(), required=False, initial="medium"
+    )
+    capacity_gpu_model = forms.CharField(label=_("GPU model ordered"), required=False, max_length=100)
+    capacity_gpus = forms.IntegerField(
+        label=_("GPUs ordered"), required=False, min_value=1, max_value=1_000_000
+    )
+
+    KIND_FIELDS = {
+        "quota": ("quota_cycle", "quota_approve"),
+        "ticket": ("ticket_id", "ticket_title", "ticket_department", "ticket_severity"),
+        "capacity": ("capacity_gpu_model", "capacity_gpus"),
+    }
+
+    def __init__(self, *args, kinds, severities, supersedable, cycles, departments, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["kind"].choices = kinds
+        self.fields["ticket_severity"].choices = severities
+        self.fields["supersedes"].queryset = supersedable
+        self.fields["quota_cycle"].queryset = cycles
+        self.fields["ticket_department"].queryset = departments
+
+
+class ActionForm(forms.Form):
+    title = forms.CharField(label=_("Action"), max_length=300)
+    owner = forms.ModelChoiceField(label=_("Owner"), queryset=None, to_field_name="username")
+    due_on = forms.DateField(label=_("Due"), widget=forms.DateInput(attrs={"type": "date"}))
+    decision = forms.ModelChoiceField(
+        label=_("From decision"), queryset=None, required=False, empty_label=_("None")
+    )
+
+    def __init__(self, *args, people, decisions, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].queryset = people
+        self.fields["decision"].queryset = decisions
+
+
+class ActionCloseForm(forms.Form):
+    status = forms.ChoiceField(label=_("Close as"), choices=(("done", _("Done")), ("dropped", _("Dropped"))))
+    note = forms.CharField(label=_("Note"), required=False, max_length=2000)
+
+
+class MinutesForm(forms.Form):
+    minutes = forms.CharField(
+        label=_("Minutes"), required=False, max_length=50_000, widget=forms.Textarea(attrs={"rows": 8})
+    )

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from efficiency.views import committee_meetings as meeting_views
 from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, tickets, usage
 from efficiency.views import notifications as notification_views
 
@@ -65,4 +66,21 @@ urlpatterns = [
     path("tickets/<int:pk>/edit/", tickets.ticket_edit_view, name="ticket-edit"),
     path("tickets/<int:pk>/comment/", tickets.ticket_comment_view, name="ticket-comment"),
     path("tickets/<int:pk>/move/<slug:action>/", tickets.ticket_move_view, name="ticket-move"),
+    path("committee/meetings/new/", meeting_views.meeting_create_view, name="meeting-create"),
+    path("committee/meetings/<int:pk>/", meeting_views.meeting_detail_view, name="meeting-detail"),
+    path("committee/meetings/<int:pk>/decide/", meeting_views.meeting_decide_view, name="meeting-decide"),
+    path(
+        "committee/meetings/<int:pk>/actions/",
+        meeting_views.meeting_action_create_view,
+        name="meeting-action-create",
+    ),
+    path("committee/meetings/<int:pk>/hold/", meeting_views.meeting_hold_view, name="meeting-hold"),
+    path("committee/meetings/<int:pk>/minutes/", meeting_views.meeting_minutes_view, name="meeting-minutes"),
+    path(
+        "committee/meetings/<int:pk>/approve-minutes/",
+        meeting_views.meeting_approve_minutes_view,
+        name="meeting-approve-minutes",
+    ),
+    path("committee/actions/<int:pk>/close/", meeting_views.action_close_view, name="action-close"),
+    path("committee/audit/", meeting_views.committee_audit_view, name="committee-audit"),
 ]

@@ -52,6 +52,8 @@ PAGE_PARAMS: dict[str, tuple] = {
     "efficiency:ticket-mine": (TicketFilter, "export", "page"),
     "efficiency:ticket-detail": (),
     "efficiency:notification-settings": (),
+    "efficiency:meeting-detail": (),
+    "efficiency:committee-audit": ("page",),
 }
 NOT_PORTAL_PAGES = {"login", "logout", "set_language", "healthz", "admin:index", "api:schema", "api:docs"}
 

@@ -27,6 +27,8 @@ VIEWER_API = {**VIEWER_PAGE, "anonymous": 401}
 COMMITTEE_API = {**COMMITTEE_PAGE, "anonymous": 401}
 COMMITTEE_API_ACTION = {**dict.fromkeys(ROLES, 403), "anonymous": 401, "committee": 200}
 HEAD_API_FORM = {**HEAD_FORM, "anonymous": 401}
+MEETING_ACTION = {**dict.fromkeys(ROLES, 403), "anonymous": 302, "committee": 302, "admin": 302}
+MEETING_FORM = {**MEETING_ACTION, "committee": 400, "admin": 400}
 
 
 def _proposal(o):
@@ -336,6 +338,42 @@ MATRIX = {
         lambda o: f"/tickets/{_ticket(o).pk}/move/resolve/",
         {**A_ONLY_VIEWER, "head_a": 400, "committee": 400, "admin": 400},
     ),
+    # Committee meetings: committee members and platform admins only; an empty form is a 400.
+    "efficiency:meeting-create": ("post", lambda o: "/committee/meetings/new/", MEETING_FORM),
+    "efficiency:meeting-detail": ("get", lambda o: f"/committee/meetings/{_meeting(o).pk}/", COMMITTEE_PAGE),
+    "efficiency:meeting-decide": (
+        "post",
+        lambda o: f"/committee/meetings/{_meeting(o).pk}/decide/",
+        MEETING_FORM,
+    ),
+    "efficiency:meeting-action-create": (
+        "post",
+        lambda o: f"/committee/meetings/{_meeting(o).pk}/actions/",
+        MEETING_FORM,
+    ),
+    "efficiency:meeting-hold": (
+        "post",
+        lambda o: f"/committee/meetings/{_meeting(o).pk}/hold/",
+        MEETING_ACTION,
+    ),
+    # Empty minutes are minutes too: saved (nothing changes), back to the meeting.
+    "efficiency:meeting-minutes": (
+        "post",
+        lambda o: f"/committee/meetings/{_meeting(o).pk}/minutes/",
+        MEETING_ACTION,
+    ),
+    # The first meeting has no previous minutes to approve.
+    "efficiency:meeting-approve-minutes": (
+        "post",
+        lambda o: f"/committee/meetings/{_meeting(o).pk}/approve-minutes/",
+        MEETING_FORM,
+    ),
+    "efficiency:action-close": (
+        "post",
+        lambda o: f"/committee/actions/{_committee_action(o).pk}/close/",
+        MEETING_FORM,
+    ),
+    "efficiency:committee-audit": ("get", lambda o: "/committee/audit/", COMMITTEE_PAGE),
 }
 
 
@@ -346,6 +384,32 @@ def _ticket(o):
 
     return Ticket.objects.filter(department=o.dept_a).first() or ticket_create(
         user=o.admin, title="Fix NCCL", department=o.dept_a, severity="medium"
+    )
+
+
+def _meeting(o):
+    """A planned committee meeting of the org's cluster, run from a small sealed pack."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from efficiency.models import ReviewMeeting
+    from efficiency.services.committee.meetings import meeting_create
+    from tests.services.committee_meeting_fixtures import make_pack
+
+    return ReviewMeeting.objects.first() or meeting_create(
+        make_pack(o.cluster), o.committee, timezone.now() + timedelta(days=1)
+    )
+
+
+def _committee_action(o):
+    from datetime import date
+
+    from efficiency.models import Action
+    from efficiency.services.committee.meetings import action_create
+
+    return Action.objects.first() or action_create(
+        _meeting(o), o.committee, "Write it up", o.committee, date(2030, 1, 1)
     )
 
 
