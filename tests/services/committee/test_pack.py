@@ -246,3 +246,32 @@ def test_sections_without_data_say_so(db):
     assert content["proposals"]["available"] is False
     assert content["capacity"]["available"] is False
     assert content["previous"] is None
+
+
+def test_heatmap_stays_bounded_at_fleet_size(db):
+    from efficiency.models import Node
+    from efficiency.selectors.committee import pack_heatmap
+
+    cluster = ClusterFactory(slug="fleet")
+    owner = DepartmentFactory(code="fleet-owner")
+    Node.objects.bulk_create(
+        Node(cluster=cluster, hostname=f"n{i:04d}", gpu_model="H100", gpu_count=8, owner_department=owner)
+        for i in range(1250)
+    )
+    nodes = Node.objects.filter(cluster=cluster).order_by("hostname")
+    first = nodes.first()
+    NodeHourFactory(node=first, hour=START, busy_gpu_s=0.25 * 8 * 3600)
+    heatmap = pack_heatmap(cluster=cluster, start=START, end=START + timedelta(days=14))
+    assert (len(heatmap.rows), len(heatmap.columns)) == (179, 168)
+    assert (heatmap.row_block, heatmap.column_hours) == (7, 2)
+    assert heatmap.rows[0] == "n0000 – n0006"
+    # one of 7 nodes sampled in the first 2-hour block: its utilization, not diluted by the others
+    assert heatmap.values[0][0] == 0.25
+    assert heatmap.values[1][0] is None
+
+
+def test_committee_pack_is_scheduled_hourly():
+    from django.conf import settings
+
+    entry = settings.CELERY_BEAT_SCHEDULE["committee-pack"]
+    assert entry["task"] == "efficiency.tasks.committee_pack_generate_task"
