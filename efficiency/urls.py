@@ -1,6 +1,17 @@
 from django.urls import path
 
-from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, tickets, usage
+from efficiency.views import (
+    committee,
+    faults,
+    home,
+    inventory,
+    jobs,
+    quotas,
+    recommendations,
+    sources,
+    tickets,
+    usage,
+)
 from efficiency.views import notifications as notification_views
 
 app_name = "efficiency"
@@ -65,4 +76,10 @@ urlpatterns = [
     path("tickets/<int:pk>/edit/", tickets.ticket_edit_view, name="ticket-edit"),
     path("tickets/<int:pk>/comment/", tickets.ticket_comment_view, name="ticket-comment"),
     path("tickets/<int:pk>/move/<slug:action>/", tickets.ticket_move_view, name="ticket-move"),
+    path("committee/", committee.committee_home_view, name="committee-home"),
+    path("committee/packs/generate/", committee.pack_generate_view, name="pack-generate"),
+    path("committee/packs/<int:pk>/", committee.pack_detail_view, name="pack-detail"),
+    path("committee/packs/<int:pk>/present/", committee.pack_present_view, name="pack-present"),
+    path("committee/packs/<int:pk>/print/", committee.pack_print_view, name="pack-print"),
+    path("committee/packs/<int:pk>/correct/", committee.pack_correct_view, name="pack-correct"),
 ]
