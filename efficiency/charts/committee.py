@@ -95,6 +95,7 @@ def waterfall_figure(steps: list[dict]) -> go.Figure:
             measure=measures,
             text=[f"{abs(v):,.0f}" for v in values],
             textposition="outside",
+            cliponaxis=False,
             connector={"line": {"color": "#9ca3af"}},
             decreasing={"marker": {"color": "#f59e0b"}},
             increasing={"marker": {"color": OWNED_COLOR}},
@@ -104,7 +105,8 @@ def waterfall_figure(steps: list[dict]) -> go.Figure:
     )
     figure.update_layout(showlegend=False)
     figure = apply_theme(figure, title=_("Where the capacity went (GPU-hours)"))
-    figure.update_yaxes(title={"text": labels["gpu_hours"]})
+    top = max((abs(v) for v in values), default=0)
+    figure.update_yaxes(title={"text": labels["gpu_hours"]}, range=[0, top * 1.12 or 1])
     return figure
 
 
@@ -176,12 +178,14 @@ def node_classes_figure(classes: list[dict], class_labels: dict[str, str]) -> go
             marker={"color": BUSY_COLOR},
             text=[row["nodes"] for row in classes],
             textposition="outside",
+            cliponaxis=False,
             hovertemplate="%{x}: %{y} " + _("nodes") + ", %{customdata} " + _("GPUs") + "<extra></extra>",
         )
     )
     figure.update_layout(showlegend=False)
     figure = apply_theme(figure, title=_("Nodes by usage class"), height_px=340)
-    figure.update_yaxes(title={"text": _("nodes")})
+    top = max((row["nodes"] for row in classes), default=0)
+    figure.update_yaxes(title={"text": _("nodes")}, range=[0, top * 1.15 or 1])
     return figure
 
 
@@ -253,8 +257,9 @@ def scatter_figure(departments: list[dict]) -> go.Figure:
     )
     figure.update_layout(showlegend=False)
     figure = apply_theme(figure, title=_("Allocation rate against utilization per department"))
+    right = max([105.0] + [d["totals"]["allocation_rate"] * 100 + 10 for d in departments])
     figure.update_xaxes(
-        title={"text": _("Allocation rate (share of guarantee held)")}, ticksuffix="%", rangemode="tozero"
+        title={"text": _("Allocation rate (share of guarantee held)")}, ticksuffix="%", range=[0, right]
     )
     figure.update_yaxes(title={"text": _("Utilization")}, ticksuffix="%", range=[0, 105])
     return figure
@@ -331,13 +336,15 @@ def ageing_figure(ageing: list[dict]) -> go.Figure:
             y=[row["count"] for row in ageing],
             text=[row["count"] for row in ageing],
             textposition="outside",
+            cliponaxis=False,
             marker={"color": BORROWED_COLOR},
             hovertemplate="%{x}: %{y}<extra></extra>",
         )
     )
     figure.update_layout(showlegend=False)
     figure = apply_theme(figure, title=_("Open tickets by age"), height_px=340)
-    figure.update_yaxes(title={"text": _("tickets")})
+    top = max((row["count"] for row in ageing), default=0)
+    figure.update_yaxes(title={"text": _("tickets")}, range=[0, top * 1.15 or 1])
     return figure
 
 
@@ -371,7 +378,7 @@ def showback_figure(rows: list[dict], currency: str) -> go.Figure:
             ),
         ]
     )
-    figure.update_layout(barmode="stack")
+    figure.update_layout(barmode="stack", legend={"traceorder": "normal"})
     figure.update_yaxes(autorange="reversed", type="category")
     figure = apply_theme(
         figure, title=_("Charged GPU-hours per department"), height_px=clamp_height(160 + 56 * len(rows))

@@ -51,6 +51,12 @@ KPI_LABELS = {
     "ettr": gettext_lazy("Effective training time ratio"),
     "overdue_tickets": gettext_lazy("Overdue tickets"),
 }
+PHASE_LABELS = {
+    "detect": gettext_lazy("Detect"),
+    "locate": gettext_lazy("Locate"),
+    "restart": gettext_lazy("Restart"),
+    "recover": gettext_lazy("Recover"),
+}
 STATE_LABELS = {
     "busy": gettext_lazy("Busy"),
     "allocated_idle": gettext_lazy("Allocated, idle"),
@@ -151,14 +157,23 @@ def pack_context(request: HttpRequest, pk: int, *, chart_prefix: str, print_face
                     "target_text": kpi_text(kpi.get("target"), kpi.get("unit")),
                 }
             )
+    phase_rows = []
+    reliability = content.get("reliability")
+    if charts.available(reliability):
+        phases = reliability.get("phases") or {}
+        for key in charts.PHASES:
+            if key in phases:
+                phase_rows.append({"label": PHASE_LABELS[key], **phases[key]})
     department_names = {d["code"]: d["name"] for d in content.get("departments") or [] if isinstance(d, dict)}
     successor = selectors.pack_successor(pack)
     return {
         "pack": pack,
         "content": content,
         "is_copy": "copy" in content,
+        "copy_departments": list(department_names.values()) if "copy" in content else [],
         "sections": sections,
         "kpis": kpis,
+        "phase_rows": phase_rows,
         "department_names": department_names,
         "state_labels": STATE_LABELS,
         "charts": svg_charts(content) if print_face else rendered_charts(content, chart_prefix),

@@ -54,6 +54,8 @@
       }
       event.preventDefault();
     });
+    // A link to another section of the same presentation (the address's #slide-…) moves there.
+    window.addEventListener("hashchange", function () { show(indexOfHash()); });
     show(indexOfHash());
   }
 
