@@ -240,6 +240,7 @@ def scatter_figure(departments: list[dict]) -> go.Figure:
             customdata=[round(g, 1) for g in gpus],
             mode="markers+text",
             textposition="top center",
+            cliponaxis=False,
             marker={
                 "size": [12 + 40 * g / biggest for g in gpus],
                 "color": BUSY_COLOR,
@@ -257,7 +258,7 @@ def scatter_figure(departments: list[dict]) -> go.Figure:
     )
     figure.update_layout(showlegend=False)
     figure = apply_theme(figure, title=_("Allocation rate against utilization per department"))
-    right = max([105.0] + [d["totals"]["allocation_rate"] * 100 + 10 for d in departments])
+    right = max([110.0] + [d["totals"]["allocation_rate"] * 100 + 20 for d in departments])
     figure.update_xaxes(
         title={"text": _("Allocation rate (share of guarantee held)")}, ticksuffix="%", range=[0, right]
     )
