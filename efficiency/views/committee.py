@@ -43,6 +43,8 @@ SECTIONS = (
     (8, "tickets", "tickets", gettext_lazy("Recommendations and tickets")),
     (9, "showback", "showback", gettext_lazy("Showback")),
 )
+# The reason a department copy gives for the cluster-wide sections it leaves out.
+COMMITTEE_ONLY_REASON = "cluster-wide section: committee only"
 KPI_LABELS = {
     "utilization": gettext_lazy("Utilization"),
     "allocation_rate": gettext_lazy("Allocation rate"),
@@ -125,12 +127,16 @@ def pack_context(request: HttpRequest, pk: int, *, chart_prefix: str, print_face
         zone = ZoneInfo(period.get("time_zone") or pack.time_zone or "UTC")
     except (ValueError, KeyError):
         zone = ZoneInfo("UTC")
-    sections = []
+    sections, committee_only = [], []
     for number, key, anchor, title in SECTIONS:
         data = content if key is None else content.get(key)
         if key == "tickets":  # section 8 is recommendations and tickets together
-            data = {"recommendations": content.get("recommendations"), "tickets": content.get("tickets")}
+            parts = {"recommendations": content.get("recommendations"), "tickets": content.get("tickets")}
+            data = parts if any(charts.available(part) for part in parts.values()) else parts["tickets"]
         unavailable = isinstance(data, dict) and data.get("available") is False
+        if unavailable and data.get("reason") == COMMITTEE_ONLY_REASON:
+            committee_only.append(title)  # a department copy leaves the cluster-wide sections out
+            continue
         sections.append(
             {
                 "number": number,
@@ -172,6 +178,7 @@ def pack_context(request: HttpRequest, pk: int, *, chart_prefix: str, print_face
         "is_copy": "copy" in content,
         "copy_departments": list(department_names.values()) if "copy" in content else [],
         "sections": sections,
+        "committee_only": committee_only,
         "kpis": kpis,
         "phase_rows": phase_rows,
         "department_names": department_names,

@@ -49,3 +49,18 @@ def test_the_committee_walks_the_pack_with_the_keyboard(page, live_server, org, 
     page.keyboard.press("Escape")
     page.wait_for_url(f"**/committee/packs/{pack.pk}/")
     assert page.locator("#pack-title").is_visible()
+
+
+def test_a_head_reads_and_prints_their_copy(page, live_server, org, screenshot):
+    pack = make_pack(org)
+    log_in(page, "head-a", PASSWORD)
+    page.goto(f"/committee/packs/{pack.pk}/")
+    page.locator("#pack-dept-vision svg.main-svg").first.wait_for()
+    assert page.locator("#copy-badge").is_visible()
+    assert "Radar" not in page.content()
+    screenshot("committee-pack-head-copy")
+    page.goto(f"/committee/packs/{pack.pk}/print/")
+    assert page.get_by_role("heading", name="9. Showback").count() == 1
+    assert "Radar" not in page.content()
+    page.emulate_media(media="print")
+    screenshot("committee-pack-print")

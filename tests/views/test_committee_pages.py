@@ -84,8 +84,10 @@ def test_a_head_sees_only_their_department_in_their_copy(client, org, face):
     assert "Radar perception" not in html
     assert "radar" not in html.lower()
     assert 'id="copy-badge"' in html
-    # Cluster-wide sections are the committee's.
-    assert "cluster-wide section: committee only" in html
+    # Cluster-wide sections are the committee's: named on the cover, left out.
+    assert 'id="committee-only-note"' in html
+    assert "3. Cluster" not in html
+    assert "4. Departments" in html
     assert 'id="section-meeting"' not in html
 
 
