@@ -135,7 +135,7 @@ def states_figure(states: dict, time_zone: str) -> go.Figure:
             for key in ("busy", "allocated_idle", "unallocated", "down")
         ]
     )
-    figure.update_layout(hovermode="x unified")
+    figure.update_layout(hovermode="x unified", legend={"traceorder": "normal"})
     figure = apply_theme(figure, title=_("GPU-hours by state (share of capacity)"))
     figure.update_yaxes(range=[0, 100], ticksuffix="%")
     return figure
