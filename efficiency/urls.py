@@ -1,7 +1,18 @@
 from django.urls import path
 
+from efficiency.views import (
+    committee,
+    faults,
+    home,
+    inventory,
+    jobs,
+    quotas,
+    recommendations,
+    sources,
+    tickets,
+    usage,
+)
 from efficiency.views import committee_meetings as meeting_views
-from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, tickets, usage
 from efficiency.views import notifications as notification_views
 
 app_name = "efficiency"
@@ -83,4 +94,10 @@ urlpatterns = [
     ),
     path("committee/actions/<int:pk>/close/", meeting_views.action_close_view, name="action-close"),
     path("committee/audit/", meeting_views.committee_audit_view, name="committee-audit"),
+    path("committee/", committee.committee_home_view, name="committee-home"),
+    path("committee/packs/generate/", committee.pack_generate_view, name="pack-generate"),
+    path("committee/packs/<int:pk>/", committee.pack_detail_view, name="pack-detail"),
+    path("committee/packs/<int:pk>/present/", committee.pack_present_view, name="pack-present"),
+    path("committee/packs/<int:pk>/print/", committee.pack_print_view, name="pack-print"),
+    path("committee/packs/<int:pk>/correct/", committee.pack_correct_view, name="pack-correct"),
 ]

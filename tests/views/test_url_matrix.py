@@ -374,7 +374,44 @@ MATRIX = {
         MEETING_FORM,
     ),
     "efficiency:committee-audit": ("get", lambda o: "/committee/audit/", COMMITTEE_PAGE),
+    # Review packs: a head opens any pack, as their department's copy.
+    "efficiency:committee-home": ("get", lambda o: "/committee/", VIEWER_PAGE),
+    "efficiency:pack-detail": ("get", lambda o: f"/committee/packs/{_pack(o).pk}/", VIEWER_PAGE),
+    "efficiency:pack-present": ("get", lambda o: f"/committee/packs/{_pack(o).pk}/present/", VIEWER_PAGE),
+    "efficiency:pack-print": ("get", lambda o: f"/committee/packs/{_pack(o).pk}/print/", VIEWER_PAGE),
+    # Generation is queued (or refused with a message): a redirect to the committee's page.
+    "efficiency:pack-generate": (
+        "post",
+        lambda o: "/committee/packs/generate/",
+        {**COMMITTEE_ACTION, "admin": 302},
+    ),
+    # A correction without a reason is refused with a message on the pack page (a redirect).
+    "efficiency:pack-correct": (
+        "post",
+        lambda o: f"/committee/packs/{_pack(o).pk}/correct/",
+        {**COMMITTEE_ACTION, "admin": 302},
+    ),
 }
+
+
+def _pack(o):
+    """A sealed review pack of both departments."""
+    from django.utils import timezone
+
+    from efficiency.analysis.committee.seal import seal
+    from efficiency.models import ReviewPack
+    from tests.views.committee_content import pack_content
+
+    existing = ReviewPack.objects.first()
+    if existing:
+        return existing
+    content = pack_content([(o.dept_a.code, o.dept_a.name, 8), (o.dept_b.code, o.dept_b.name, 8)])
+    text, digest = seal(content)
+    now = timezone.now()
+    return ReviewPack.objects.create(
+        cluster=o.cluster, period_start=now, period_end=now, definitions_version="2026-12.1",
+        time_zone="Asia/Shanghai", content_json=text, content_hash=digest, generated_at=now,
+    )  # fmt: skip
 
 
 def _ticket(o):

@@ -1,0 +1,66 @@
+"""The committee presents a review pack on the projector: one section per screen, keyboard only."""
+
+import pytest
+
+from tests.conftest import PASSWORD
+from tests.e2e.conftest import log_in
+from tests.views.test_committee_pages import make_pack
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_committee_walks_the_pack_with_the_keyboard(page, live_server, org, screenshot):
+    pack = make_pack(org)
+    log_in(page, "committee", PASSWORD)
+    page.goto(f"/committee/packs/{pack.pk}/")
+    page.locator("#pack-waterfall svg.main-svg").first.wait_for()
+    page.locator("#pack-dept-vision svg.main-svg").first.wait_for()
+    screenshot("committee-pack-page")
+
+    page.locator("#present-link").click()
+    page.wait_for_url(f"**/committee/packs/{pack.pk}/present/**")
+    assert page.locator("#slide-counter").inner_text() == "1 / 10"
+    assert page.get_by_role("heading", name="0. Cover").is_visible()
+    page.keyboard.press("ArrowRight")
+    assert page.get_by_role("heading", name="1. Summary").is_visible()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    heading = page.get_by_role("heading", name="3. Cluster")
+    assert heading.is_visible()
+    assert not page.get_by_role("heading", name="1. Summary").is_visible()
+    assert page.locator("#slide-counter").inner_text() == "4 / 10"
+    page.locator("#slide-waterfall svg.main-svg").first.wait_for()
+    # The chart drawn while its slide was hidden takes the projector's width when shown.
+    box = page.locator("#slide-states").bounding_box()
+    assert box["width"] > 500
+    screenshot("committee-present-cluster")
+    page.keyboard.press("End")
+    assert page.get_by_role("heading", name="9. Showback").is_visible()
+    page.keyboard.press("Home")
+    assert page.get_by_role("heading", name="0. Cover").is_visible()
+    # A link to a section opens on it; PageDown moves on.
+    page.goto(f"/committee/packs/{pack.pk}/present/#slide-summary")
+    page.keyboard.press("PageDown")
+    page.keyboard.press("PageDown")
+    assert page.get_by_role("heading", name="3. Cluster").is_visible()
+    page.keyboard.press("PageUp")
+    assert page.get_by_role("heading", name="2. Since the last meeting").is_visible()
+
+    page.keyboard.press("Escape")
+    page.wait_for_url(f"**/committee/packs/{pack.pk}/")
+    assert page.locator("#pack-title").is_visible()
+
+
+def test_a_head_reads_and_prints_their_copy(page, live_server, org, screenshot):
+    pack = make_pack(org)
+    log_in(page, "head-a", PASSWORD)
+    page.goto(f"/committee/packs/{pack.pk}/")
+    page.locator("#pack-dept-vision svg.main-svg").first.wait_for()
+    assert page.locator("#copy-badge").is_visible()
+    assert "Radar" not in page.content()
+    screenshot("committee-pack-head-copy")
+    page.goto(f"/committee/packs/{pack.pk}/print/")
+    assert page.get_by_role("heading", name="9. Showback").count() == 1
+    assert "Radar" not in page.content()
+    page.emulate_media(media="print")
+    screenshot("committee-pack-print")
