@@ -53,6 +53,13 @@ def demo_fix_applied(ticket_id: int) -> None:
         _tasks().demo_fix_apply_task.delay_on_commit(ticket_id)
 
 
+def committee_pack_generate(
+    *, cluster_id: int, user_id: int | None = None, corrects_id: int | None = None, reason: str = ""
+) -> None:
+    """Build a review pack (or a correction) in a worker: never in the request."""
+    _tasks().committee_pack_request_task.delay_on_commit(cluster_id, user_id, corrects_id, reason)
+
+
 def notification_route(notification_id: int) -> None:
     """Route a notification just recorded to its people and channels."""
     _tasks().notification_route_task.delay_on_commit(notification_id)

@@ -225,6 +225,17 @@ def notifications_sla_scan_task(now: str | None = None) -> dict:
 
 
 @shared_task
+def committee_pack_request_task(
+    cluster_id: int, user_id: int | None = None, corrects_id: int | None = None, reason: str = ""
+) -> dict:
+    """Build the pack (or the correction) a committee member asked for on the committee's page."""
+    from efficiency.services.committee.pack import pack_request
+
+    pack = pack_request(cluster_id=cluster_id, user_id=user_id, corrects_id=corrects_id, reason=reason)
+    return {"pack": None if pack is None else pack.pk}
+
+
+@shared_task
 def committee_pack_generate_task(now: str | None = None) -> dict:
     """Seal the review pack of each cluster's period that has ended, once, and tell the committee."""
     from efficiency.services.committee.pack import pack_generate_due

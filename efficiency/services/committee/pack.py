@@ -669,3 +669,36 @@ def pack_generate_due(*, now: datetime | None = None) -> list[ReviewPack]:
         pack_notify(pack, now=now)
         made.append(pack)
     return made
+
+
+def pack_request(
+    *, cluster_id: int, user_id: int | None = None, corrects_id: int | None = None, reason: str = ""
+) -> ReviewPack | None:
+    """Build a pack a person asked for (in a worker): the correction of pack ``corrects_id``
+    (same period, with ``reason``), or the last complete period's pack when it has none yet.
+    Returns None when there is nothing to do (already built, already corrected, gone)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    if corrects_id is not None:
+        old = ReviewPack.objects.select_related("cluster").filter(pk=corrects_id).first()
+        if old is None or not old.is_current:
+            return None
+        return pack_generate(
+            cluster=old.cluster,
+            start=old.period_start,
+            end=old.period_end,
+            user=user,
+            supersedes=old,
+            reason=reason,
+        )
+    cluster = next((c for c in packs.pack_clusters() if c.pk == cluster_id), None)
+    if cluster is None:
+        return None
+    now = timezone.now()
+    start, end = pack_period_for(cluster, now)
+    if packs.pack_latest_for_period(cluster=cluster, period_start=start) is not None:
+        return None
+    pack = pack_generate(cluster=cluster, start=start, end=end, user=user, now=now)
+    pack_notify(pack, now=now)
+    return pack

@@ -119,6 +119,18 @@ def _item(notification: Notification) -> Item:
             ],
             url=url,
         )
+    if event == NotificationEvent.PACK_READY:
+        return Item(
+            headline=_("Review pack of %(cluster)s ready: %(start)s to %(end)s (version %(version)s)")
+            % {
+                "cluster": clip(p.get("cluster") or "-"),
+                "start": _when(p.get("period_start")),
+                "end": _when(p.get("period_end")),
+                "version": p.get("version", 1),
+            },
+            details=[_("SHA-256: %(hash)s") % {"hash": clip(p.get("hash") or "-")}],
+            url=_url("efficiency:pack-detail", p["id"], f"/committee/packs/{p['id']}/"),
+        )
     # Incident opened.
     where = p.get("node") or p.get("job") or "-"
     return Item(

@@ -275,3 +275,31 @@ def test_committee_pack_is_scheduled_hourly():
 
     entry = settings.CELERY_BEAT_SCHEDULE["committee-pack"]
     assert entry["task"] == "efficiency.tasks.committee_pack_generate_task"
+
+
+def test_pack_ready_message_names_the_pack_and_links_it(world):
+    from efficiency.services.notifications.messages import message_build
+
+    with time_machine.travel(NOW, tick=False):
+        committee_pack_generate_task()
+    notification = Notification.objects.get(event=NotificationEvent.PACK_READY)
+    pack = ReviewPack.objects.get()
+    message = message_build([notification])
+    text = str(message.items[0].headline)
+    assert "Review pack" in text
+    assert f"version {pack.version}" in text
+    assert "Incident" not in text
+    assert message.items[0].url.endswith(f"/committee/packs/{pack.pk}/")
+
+
+def test_a_requested_pack_is_built_once_and_a_correction_supersedes_it(world):
+    from efficiency.services.committee.pack import pack_request
+
+    with time_machine.travel(NOW, tick=False):
+        first = pack_request(cluster_id=world["cluster"].pk, user_id=world["committee"].pk)
+        assert pack_request(cluster_id=world["cluster"].pk) is None  # already built
+        fixed = pack_request(cluster_id=world["cluster"].pk, corrects_id=first.pk, reason="late Slurm data")
+        assert pack_request(cluster_id=world["cluster"].pk, corrects_id=first.pk, reason="again") is None
+    assert (fixed.version, fixed.supersedes, fixed.correction_reason) == (2, first, "late Slurm data")
+    assert (fixed.period_start, fixed.period_end) == (first.period_start, first.period_end)
+    assert first.generated_by == world["committee"]
