@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from efficiency.choices import Role
 from efficiency.models import ReviewPack
-from efficiency.permissions import headed_departments
 from efficiency.scoping import User, user_role
+from efficiency.selectors import committee as packs
 
 PACK_READERS = (Role.DEPARTMENT_HEAD, Role.COMMITTEE, Role.PLATFORM_ADMIN)
 PACK_MANAGERS = (Role.COMMITTEE, Role.PLATFORM_ADMIN)
@@ -50,7 +50,7 @@ def pack_get(*, user: User, pk: int) -> ReviewPack:
     """One pack; ReviewPack.DoesNotExist for a missing one or a reader without a role."""
     if user_role(user) not in PACK_READERS or not 0 < pk < 2**31:
         raise ReviewPack.DoesNotExist(pk)
-    return ReviewPack.objects.select_related("cluster", "supersedes", "rate_card").get(pk=pk)
+    return packs.pack_get(user=user, pk=pk)
 
 
 def pack_successor(pack: ReviewPack) -> ReviewPack | None:
@@ -65,9 +65,4 @@ def pack_is_copy(user: User) -> bool:
 
 def pack_view_content(*, user: User, pack: ReviewPack) -> dict:
     """The content ``user`` may read: the whole pack, or a head's department copy."""
-    if not pack_is_copy(user):
-        return pack.content
-    from efficiency.analysis.committee.copy import department_copy  # the pack builder's (helper A)
-
-    codes = list(headed_departments(user).values_list("code", flat=True))
-    return department_copy(pack.content, codes)
+    return packs.pack_content_for(user=user, pack=pack)
