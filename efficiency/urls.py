@@ -1,6 +1,17 @@
 from django.urls import path
 
-from efficiency.views import faults, home, inventory, jobs, quotas, recommendations, sources, tickets, usage
+from efficiency.views import (
+    committee_exports,
+    faults,
+    home,
+    inventory,
+    jobs,
+    quotas,
+    recommendations,
+    sources,
+    tickets,
+    usage,
+)
 from efficiency.views import notifications as notification_views
 
 app_name = "efficiency"
@@ -65,4 +76,7 @@ urlpatterns = [
     path("tickets/<int:pk>/edit/", tickets.ticket_edit_view, name="ticket-edit"),
     path("tickets/<int:pk>/comment/", tickets.ticket_comment_view, name="ticket-comment"),
     path("tickets/<int:pk>/move/<slug:action>/", tickets.ticket_move_view, name="ticket-move"),
+    path("committee/packs/<int:pk>/pdf/", committee_exports.pack_pdf_view, name="pack-pdf"),
+    path("committee/packs/<int:pk>/csv/", committee_exports.pack_csv_view, name="pack-csv"),
+    path("committee/rate-cards/", committee_exports.rate_card_list_view, name="rate-card-list"),
 ]

@@ -336,7 +336,22 @@ MATRIX = {
         lambda o: f"/tickets/{_ticket(o).pk}/move/resolve/",
         {**A_ONLY_VIEWER, "head_a": 400, "committee": 400, "admin": 400},
     ),
+    # A head downloads their copy of any pack; no_role is refused.
+    "efficiency:pack-pdf": ("get", lambda o: f"/committee/packs/{_pack(o).pk}/pdf/", VIEWER_PAGE),
+    "efficiency:pack-csv": ("get", lambda o: f"/committee/packs/{_pack(o).pk}/csv/", VIEWER_PAGE),
+    "efficiency:rate-card-list": ("get", lambda o: "/committee/rate-cards/", COMMITTEE_PAGE),
 }
+
+
+def _pack(o):
+    """A sealed review pack of the org's two departments."""
+    from efficiency.models import ReviewPack
+    from tests.services.committee_sample import sample_content, store_pack
+
+    return ReviewPack.objects.first() or store_pack(
+        sample_content([(o.dept_a.code, o.dept_a.name), (o.dept_b.code, o.dept_b.name)], hours=4),
+        cluster=o.cluster,
+    )
 
 
 def _ticket(o):
