@@ -19,6 +19,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import matplotlib
+import matplotlib.patches
+import matplotlib.ticker
 from django.utils.translation import gettext as _
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
@@ -103,7 +105,7 @@ def _hour_ticks(axes, hours: Sequence[str], time_zone: str) -> None:
     except Exception:
         zone = ZoneInfo("UTC")
     local = [datetime.fromisoformat(hour.replace("Z", "+00:00")).astimezone(zone) for hour in hours]
-    step_days = max(1, math.ceil(len(hours) / 24 / 14))
+    step_days = max(1, math.ceil(len(hours) / 24 / 8))
     positions, labels = [], []
     for index, moment in enumerate(local):
         if moment.hour == 0 and (moment.toordinal() % step_days == 0):
@@ -246,11 +248,15 @@ class _DepartmentCharts:
         self.labels = [_("Used within guarantee"), _("Borrowed"), _("Unused guarantee")]
         self.colors = [BUSY_COLOR, COLORWAY[1], ALLOCATED_COLOR]
         self.line = None
+        # A figure-level title: an axes title re-measures the whole axes on every draw.
+        self.title = self.figure.text(0.07, 0.97, "", ha="left", va="top", fontsize=RC["axes.titlesize"])
 
     def _setup(self, hours: list[str]) -> None:
         axes = self.axes
         self.hours = hours
         axes.set_ylabel(_("GPUs"))
+        axes.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4, integer=True))
+        axes.grid(axis="x", visible=False)
         _hour_ticks(axes, hours, self.content.get("period", {}).get("time_zone", "UTC"))
         (self.line,) = axes.step([], [], where="post", color=OWNED_COLOR, linewidth=1.2, label=_("Guarantee"))
         handles = [
@@ -282,7 +288,7 @@ class _DepartmentCharts:
         axes.set_ylim(0, top * 1.08)
         axes.set_xlim(0, max(len(hours) - 1, 1))
         name = plain(department.get("name") or department["code"])
-        axes.set_title(_("%(department)s: guarantee and use") % {"department": name})
+        self.title.set_text(_("%(department)s: guarantee and use") % {"department": name})
         return _svg(self.figure)
 
 
