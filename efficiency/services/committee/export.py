@@ -256,8 +256,11 @@ def pack_pdf(pack, *, language: str, department_codes=None) -> bytes:
     with translation.override(language):
         charts = pack_svg_charts(content)
         html = render_to_string(PRINT_TEMPLATE, print_context(pack, content, charts=charts))
+    # The charts' data URIs only: nothing in a pack makes the server fetch a URL or read a file.
     try:
-        document = weasyprint.HTML(string=html, base_url=".")
+        document = weasyprint.HTML(
+            string=html, base_url=".", url_fetcher=weasyprint.URLFetcher(allowed_protocols=("data",))
+        )
         return document.write_pdf()
     except OSError as error:
         raise ExportUnavailable(f"WeasyPrint could not render the pack: {error}") from error
