@@ -48,7 +48,7 @@ def test_committee_downloads_the_whole_pdf_with_a_dated_filename(client, org, pa
     assert response.status_code == 200
     assert response["Content-Type"] == "application/pdf"
     assert response.content.startswith(b"%PDF")
-    expected = f"review-pack-{org.cluster.slug}-{pack.period_start:%Y%m%d}-v1-en.pdf"
+    expected = f"review-pack-{org.cluster.slug}-20261116-v1-en.pdf"
     assert response["Content-Disposition"] == f'attachment; filename="{expected}"'
     assert fake_pdf == [(pack.pk, "en", None)]
 

@@ -52,6 +52,9 @@ PAGE_PARAMS: dict[str, tuple] = {
     "efficiency:ticket-mine": (TicketFilter, "export", "page"),
     "efficiency:ticket-detail": (),
     "efficiency:notification-settings": (),
+    "efficiency:pack-pdf": (),
+    "efficiency:pack-csv": (),
+    "efficiency:rate-card-list": (),
 }
 NOT_PORTAL_PAGES = {"login", "logout", "set_language", "healthz", "admin:index", "api:schema", "api:docs"}
 

@@ -15,7 +15,8 @@ import hashlib
 import io
 import json
 import zipfile
-from datetime import datetime
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.exceptions import PermissionDenied
 from django.template.loader import render_to_string
@@ -80,7 +81,12 @@ def pack_for_export(*, user, pk: int):
 
 def export_filename(pack, *, language: str, extension: str, department_codes=None) -> str:
     """``review-pack-<cluster>-<YYYYMMDD>-v<version>-<lang>[-<departments>].<ext>``."""
-    day = pack.period_start.strftime("%Y%m%d")
+    # The period's first day where the committee meets (a Shanghai Monday starts on Sunday in UTC).
+    try:
+        zone = ZoneInfo(pack.time_zone)
+    except (ValueError, ZoneInfoNotFoundError):
+        zone = UTC
+    day = pack.period_start.astimezone(zone).strftime("%Y%m%d")
     words = ["review-pack", pack.cluster.slug, day, f"v{pack.version}", language.lower()]
     if department_codes is not None:
         words.append("-".join(department_codes) or "copy")

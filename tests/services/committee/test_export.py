@@ -223,3 +223,21 @@ def test_unavailable_sections_have_no_chart():
     content["pareto_idle"] = {"available": False, "reason": "no data yet"}
     charts = pack_svg_charts(content)
     assert set(charts) == {"scatter", "dept:dept000", "dept:dept001"}
+
+
+def test_filename_names_the_first_day_where_the_committee_meets():
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    pack = SimpleNamespace(
+        cluster=SimpleNamespace(slug="main"),
+        period_start=datetime(2026, 11, 15, 16, tzinfo=UTC),  # Monday 00:00 in Shanghai
+        time_zone="Asia/Shanghai",
+        version=2,
+    )
+    assert export.export_filename(pack, language="zh-hans", extension="pdf") == (
+        "review-pack-main-20261116-v2-zh-hans.pdf"
+    )
+    assert export.export_filename(pack, language="en", extension="zip", department_codes=("a", "b")) == (
+        "review-pack-main-20261116-v2-en-a-b.zip"
+    )
