@@ -361,3 +361,91 @@ class MinutesForm(forms.Form):
     minutes = forms.CharField(
         label=_("Minutes"), required=False, max_length=50_000, widget=forms.Textarea(attrs={"rows": 8})
     )
+
+
+# --- Committee: rate cards ------------------------------------------------------------------------
+
+RATE_PRICE_PATTERN = r"^\d{1,12}(\.\d{1,4})?$"
+
+
+def _rate_price(text: str, where: str) -> str:
+    import re
+    from decimal import Decimal
+
+    text = text.strip()
+    if not re.match(RATE_PRICE_PATTERN, text) or Decimal(text) <= 0:
+        raise forms.ValidationError(
+            _("%(where)s: “%(price)s” is not a positive price (digits, at most 4 decimals, like 12.50)."),
+            params={"where": where, "price": text},
+        )
+    return text
+
+
+class RateCardForm(forms.Form):
+    """A new rate card version: prices per GPU-hour, one "GPU model=price" line each."""
+
+    effective_from = forms.DateTimeField(
+        label=_("In force from"),
+        help_text=_("Date and time, for example 2026-12-01 00:00 (portal time zone)."),
+    )
+    currency = forms.RegexField(
+        label=_("Currency"),
+        regex=r"^[A-Za-z]{3}$",
+        initial="CNY",
+        error_messages={"invalid": _("Write a three-letter currency code, for example CNY.")},
+    )
+    rates = forms.CharField(
+        label=_("Prices per GPU-hour"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 5, "placeholder": "NVIDIA H100 80GB HBM3=12.50"}),
+        help_text=_("One GPU model per line: model=price."),
+    )
+    default_rate = forms.CharField(
+        label=_("Price for other models"), required=False, max_length=20, strip=True
+    )
+    note = forms.CharField(label=_("Note"), required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean_currency(self) -> str:
+        return self.cleaned_data["currency"].upper()
+
+    def clean_rates(self) -> dict[str, str]:
+        rates: dict[str, str] = {}
+        errors = []
+        for number, line in enumerate(self.cleaned_data.get("rates", "").splitlines(), start=1):
+            if not line.strip():
+                continue
+            model, sep, price = line.rpartition("=")
+            model = model.strip()
+            if not sep or not model:
+                errors.append(
+                    forms.ValidationError(
+                        _("Line %(n)s: write “GPU model=price”."), params={"n": number}, code="format"
+                    )
+                )
+                continue
+            if model in rates:
+                errors.append(
+                    forms.ValidationError(
+                        _("Line %(n)s: %(model)s is priced twice."), params={"n": number, "model": model}
+                    )
+                )
+                continue
+            try:
+                rates[model] = _rate_price(price, _("Line %(n)s") % {"n": number})
+            except forms.ValidationError as error:
+                errors.append(error)
+        if errors:
+            raise forms.ValidationError(errors)
+        return rates
+
+    def clean_default_rate(self) -> str:
+        text = self.cleaned_data.get("default_rate", "")
+        return _rate_price(text, _("Price for other models")) if text else ""
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors and not cleaned.get("rates") and not cleaned.get("default_rate"):
+            raise forms.ValidationError(
+                _("Give a price for at least one GPU model, or a price for other models.")
+            )
+        return cleaned

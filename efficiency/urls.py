@@ -2,6 +2,7 @@ from django.urls import path
 
 from efficiency.views import (
     committee,
+    committee_exports,
     faults,
     home,
     inventory,
@@ -100,4 +101,7 @@ urlpatterns = [
     path("committee/packs/<int:pk>/present/", committee.pack_present_view, name="pack-present"),
     path("committee/packs/<int:pk>/print/", committee.pack_print_view, name="pack-print"),
     path("committee/packs/<int:pk>/correct/", committee.pack_correct_view, name="pack-correct"),
+    path("committee/packs/<int:pk>/pdf/", committee_exports.pack_pdf_view, name="pack-pdf"),
+    path("committee/packs/<int:pk>/csv/", committee_exports.pack_csv_view, name="pack-csv"),
+    path("committee/rate-cards/", committee_exports.rate_card_list_view, name="rate-card-list"),
 ]

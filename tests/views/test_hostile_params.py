@@ -54,6 +54,13 @@ PAGE_PARAMS: dict[str, tuple] = {
     "efficiency:notification-settings": (),
     "efficiency:meeting-detail": (),
     "efficiency:committee-audit": ("page",),
+    "efficiency:committee-home": (),
+    "efficiency:pack-detail": (),
+    "efficiency:pack-present": (),
+    "efficiency:pack-print": (),
+    "efficiency:pack-pdf": (),
+    "efficiency:pack-csv": (),
+    "efficiency:rate-card-list": (),
 }
 NOT_PORTAL_PAGES = {"login", "logout", "set_language", "healthz", "admin:index", "api:schema", "api:docs"}
 

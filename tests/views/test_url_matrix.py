@@ -391,6 +391,10 @@ MATRIX = {
         lambda o: f"/committee/packs/{_pack(o).pk}/correct/",
         {**COMMITTEE_ACTION, "admin": 302},
     ),
+    # A head downloads their copy of any pack; no_role is refused.
+    "efficiency:pack-pdf": ("get", lambda o: f"/committee/packs/{_pack(o).pk}/pdf/", VIEWER_PAGE),
+    "efficiency:pack-csv": ("get", lambda o: f"/committee/packs/{_pack(o).pk}/csv/", VIEWER_PAGE),
+    "efficiency:rate-card-list": ("get", lambda o: "/committee/rate-cards/", COMMITTEE_PAGE),
 }
 
 
@@ -412,6 +416,14 @@ def _pack(o):
         cluster=o.cluster, period_start=now, period_end=now, definitions_version="2026-12.1",
         time_zone="Asia/Shanghai", content_json=text, content_hash=digest, generated_at=now,
     )  # fmt: skip
+    """A sealed review pack of the org's two departments."""
+    from efficiency.models import ReviewPack
+    from tests.services.committee_sample import sample_content, store_pack
+
+    return ReviewPack.objects.first() or store_pack(
+        sample_content([(o.dept_a.code, o.dept_a.name), (o.dept_b.code, o.dept_b.name)], hours=4),
+        cluster=o.cluster,
+    )
 
 
 def _ticket(o):
