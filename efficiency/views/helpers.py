@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 
 from efficiency.choices import Role
 from efficiency.scoping import user_role
+from efficiency.spreadsheet import csv_cell_text
 from efficiency.timeranges import TimeRange
 from efficiency.times import display_time, portal_day_text, portal_day_zone
 
@@ -146,19 +147,6 @@ def csv_response(filename: str, header: list[str], rows: Iterable[list]) -> Stre
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
-
-
-# OWASP's CSV injection guard: a cell a spreadsheet program would read as a formula. Tab and
-# carriage return both start one in Excel and LibreOffice, and so does a formula behind leading
-# whitespace ("  =1+1", "\n=cmd").
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell_text(value: str) -> str:
-    """``value`` made inert for spreadsheet programs: a formula-like cell gets a leading quote."""
-    if value.startswith(FORMULA_STARTS) or value.lstrip().startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
 
 
 def _csv_cell(value):

@@ -23,30 +23,18 @@ from django.template.loader import render_to_string
 from django.utils import translation
 from django.utils.translation import gettext as _
 
+from efficiency.analysis.committee.copy import department_copy
 from efficiency.charts.committee_print import pack_svg_charts
 from efficiency.choices import Role
 from efficiency.models import ReviewPack
 from efficiency.permissions import headed_departments
 from efficiency.scoping import user_role
+from efficiency.spreadsheet import csv_cell_text
 
-# B's print page (one template for the browser's print and the PDF) when it is there; until
-# then the PDF's own layout. The lead reconciles the two at merge.
+# The PDF's own layout (tables + charts as SVG images); the browser's print face is the pack
+# page's sections (efficiency/committee/print.html).
 PRINT_TEMPLATE = "efficiency/committee/print_pdf.html"
 PDF_FONT_FAMILY = "'Noto Sans CJK SC', 'DejaVu Sans', sans-serif"
-COPY_UNAVAILABLE_REASON = "cluster-wide section: committee only"
-# Cluster-wide sections a department's copy leaves out.
-CLUSTER_WIDE = (
-    "summary",
-    "since_last",
-    "cluster_section",
-    "capacity",
-    "reliability",
-    "recommendations",
-    "tickets",
-)
-# OWASP's CSV injection guard, as efficiency.views.helpers.csv_cell_text (services may not import
-# views): a cell a spreadsheet program would read as a formula gets a leading quote.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class PackNotFound(LookupError):
@@ -105,43 +93,7 @@ def export_content(pack, department_codes=None) -> dict:
     content = pack.content
     if department_codes is None:
         return content
-    codes = sorted(department_codes)
-    try:
-        from efficiency.analysis.committee.copy import department_copy
-    except ImportError:
-        return _department_copy(content, codes)
-    return department_copy(content, codes)
-
-
-def _department_copy(content: dict, codes: list[str]) -> dict:
-    """Stand-in for ``efficiency.analysis.committee.copy.department_copy`` (the pack builder's),
-    same rules: the cover, the departments in ``codes``, cluster-wide sections marked unavailable."""
-    keep = set(codes)
-    copy = dict(content)
-    for key in CLUSTER_WIDE:
-        if key in copy:
-            copy[key] = {"available": False, "reason": COPY_UNAVAILABLE_REASON}
-    copy["committee"] = content.get("committee", [])
-    copy["departments"] = [d for d in content.get("departments") or [] if d.get("code") in keep]
-    if isinstance(content.get("pareto_idle"), list):
-        copy["pareto_idle"] = [r for r in content["pareto_idle"] if r.get("department") in keep]
-    proposals = content.get("proposals")
-    if isinstance(proposals, dict) and proposals.get("available", True) is not False:
-        copy["proposals"] = {
-            **proposals,
-            "rows": [r for r in proposals.get("rows") or [] if r.get("department") in keep],
-            "objections": [r for r in proposals.get("objections") or [] if r.get("department") in keep],
-            "backtest": None,
-        }
-    showback = content.get("showback")
-    if isinstance(showback, dict) and showback.get("available", True) is not False:
-        copy["showback"] = {
-            "rate_card": showback.get("rate_card"),
-            "departments": [r for r in showback.get("departments") or [] if r.get("code") in keep],
-            "unpriced_models": showback.get("unpriced_models", []),
-        }
-    copy["copy"] = {"departments": codes}
-    return copy
+    return department_copy(content, sorted(department_codes))
 
 
 # --- Labels ----------------------------------------------------------------------------------------
@@ -283,9 +235,7 @@ def _cell(value):
     if isinstance(value, list | dict):
         value = json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, str):
-        if value.startswith(FORMULA_STARTS) or value.lstrip().startswith(FORMULA_STARTS):
-            return "'" + value
-        return value
+        return csv_cell_text(value)
     return value
 
 
