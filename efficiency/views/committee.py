@@ -24,6 +24,7 @@ from efficiency.charts import committee as charts
 from efficiency.charts.toolkit import duration_text
 from efficiency.choices import NodeClass
 from efficiency.permissions import has_role
+from efficiency.selectors import committee_meetings as meeting_selectors
 from efficiency.selectors import committee_pages as selectors
 from efficiency.selectors.quotas import default_cluster
 from efficiency.views.helpers import get_or_404, role_required
@@ -198,7 +199,14 @@ def pack_context(request: HttpRequest, pk: int, *, chart_prefix: str, print_face
 def committee_home_view(request: HttpRequest) -> HttpResponse:
     """The committee's home: every period's current pack (older versions folded) and meetings."""
     entries = selectors.pack_list(user=request.user)
-    context = {"entries": entries, "can_manage": has_role(request.user, MANAGERS)}
+    keeps_meetings = meeting_selectors.may_keep_meetings(request.user)
+    context = {
+        "entries": entries,
+        "can_manage": has_role(request.user, MANAGERS),
+        "keeps_meetings": keeps_meetings,
+        "meetings": list(meeting_selectors.meeting_list(user=request.user)[:10]) if keeps_meetings else [],
+        "open_actions": list(meeting_selectors.open_actions()[:20]) if keeps_meetings else [],
+    }
     return render(request, "efficiency/committee/home.html", context)
 
 
