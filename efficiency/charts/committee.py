@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from efficiency.charts.theme import apply_theme, legend_aside, plain
 from efficiency.charts.toolkit import ALLOCATED_COLOR, BUSY_COLOR, OWNED_COLOR, clamp_height, hover_line
@@ -325,7 +326,7 @@ def phases_figure(phases: dict) -> go.Figure:
     )
     figure.update_layout(barmode="group")
     figure = apply_theme(figure, title=_("Incident phase durations"), height_px=380)
-    figure.update_yaxes(title={"text": _("minutes")})
+    figure.update_yaxes(title={"text": pgettext("time unit", "minutes")})
     return figure
 
 

@@ -159,7 +159,7 @@ def _states(content: dict) -> str | None:
         range(len(hours)), *shares, labels=[labels[k] for k in keys], colors=[STATE_COLORS[k] for k in keys]
     )
     axes.set_ylim(0, 100)
-    axes.set_ylabel(_("% of capacity"))
+    axes.set_ylabel(_("Share of capacity (%)"))
     _hour_ticks(axes, hours, content.get("period", {}).get("time_zone", "UTC"))
     axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     axes.set_title(_("GPU states, hour by hour"))

@@ -21,6 +21,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from efficiency.analysis.committee.kpis import kpi_rows, previous_values
 from efficiency.analysis.committee.pareto import idle_pareto, pareto
@@ -311,7 +312,7 @@ def _since_last(cluster, previous, start: datetime, end: datetime) -> dict:
 
 def _cluster_section(cluster, start, end, hours, states, state_totals, totals, user) -> dict:
     if not hours or states.capacity <= 0:
-        return _unavailable("no GPU-hours were recorded for this cluster in the period")
+        return _unavailable(gettext_noop("no GPU-hours were recorded for this cluster in the period"))
     heatmap = packs.pack_heatmap(cluster=cluster, start=start, end=end)
     counts, _cycle_end = node_class_counts(user=user, cluster=cluster)
     class_gpus = packs.pack_node_class_gpus(cluster=cluster)
@@ -382,7 +383,7 @@ def _departments(usage, hours, split) -> list[dict]:
 def _proposals(user: User, cluster, end: datetime):
     cycle = packs.pack_proposed_cycle(cluster=cluster, after=end)
     if cycle is None:
-        return _unavailable("no quota cycle follows this period yet"), None
+        return _unavailable(gettext_noop("no quota cycle follows this period yet")), None
     rows = [
         {
             "department": quota.department.code,
@@ -417,7 +418,7 @@ def _capacity(user: User, cluster, start: datetime, end: datetime):
     capacity = cluster_capacity(cluster=cluster)
     alerts = list(capacity_alert_list(user=user).filter(cluster=cluster).order_by("raised_at", "pk"))
     if not capacity:
-        return _unavailable("the cluster has no GPUs in service"), alerts
+        return _unavailable(gettext_noop("the cluster has no GPUs in service")), alerts
     demand = hourly_demand(quota_job_rows(cluster=cluster, start=start, end=end), start=start, end=end)
     by_model: dict[str, list[float]] = {}
     for (_code, model), series in demand.items():
