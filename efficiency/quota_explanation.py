@@ -35,6 +35,15 @@ def explanation_steps(explanation: dict, proposal_settings: dict | None = None) 
     return [render(steps[name], steps) for name, render in order if name in steps]
 
 
+def pack_proposal_rows(proposals: dict) -> list[dict]:
+    """A review pack's proposal rows with ``why``: their explanation in the reader's language."""
+    settings = proposals.get("proposal_settings") or {}
+    return [
+        {**row, "why": explanation_steps(row.get("explanation") or {}, settings)}
+        for row in proposals.get("rows") or []
+    ]
+
+
 def _percentile(s: dict, steps: dict) -> str:
     return _(
         "Percentile: P%(percentile)s of hourly demand over %(hours)s h is %(value)s GPUs "

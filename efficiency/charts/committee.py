@@ -229,13 +229,19 @@ def department_figure(department: dict, time_zone: str) -> go.Figure:
 
 
 def scatter_figure(departments: list[dict]) -> go.Figure:
-    """Allocation rate (x) against utilization (y) per department; marker size = mean GPUs held."""
+    """Allocation rate (x) against utilization (y) per department; marker size = mean GPUs held.
+    A department with no rate (no guarantee, no GPU-hours) has no point."""
+    departments = [
+        d
+        for d in departments
+        if d["totals"].get("allocation_rate") is not None and d["totals"].get("utilization") is not None
+    ]
     hours = [max(1, len(d.get("hours") or [])) for d in departments]
     gpus = [d["totals"]["allocated_gpu_hours"] / h for d, h in zip(departments, hours, strict=True)]
     biggest = max(gpus, default=1) or 1
     figure = go.Figure(
         go.Scatter(
-            x=[round((d["totals"]["allocation_rate"] or 0) * 100, 1) for d in departments],
+            x=[round(d["totals"]["allocation_rate"] * 100, 1) for d in departments],
             y=[round((d["totals"]["utilization"] or 0) * 100, 1) for d in departments],
             text=[d["name"] for d in departments],
             customdata=[round(g, 1) for g in gpus],

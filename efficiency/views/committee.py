@@ -24,10 +24,12 @@ from efficiency.charts import committee as charts
 from efficiency.charts.toolkit import duration_text
 from efficiency.choices import NodeClass
 from efficiency.permissions import has_role
+from efficiency.quota_explanation import pack_proposal_rows
 from efficiency.selectors import committee_meetings as meeting_selectors
 from efficiency.selectors import committee_pages as selectors
 from efficiency.selectors.quotas import default_cluster
 from efficiency.views.helpers import get_or_404, role_required
+from efficiency.views.quotas import policy_labels
 
 READERS = selectors.PACK_READERS
 MANAGERS = selectors.PACK_MANAGERS
@@ -164,6 +166,13 @@ def pack_context(request: HttpRequest, pk: int, *, chart_prefix: str, print_face
                     "target_text": kpi_text(kpi.get("target"), kpi.get("unit")),
                 }
             )
+    proposals = content.get("proposals")
+    proposal_rows = pack_proposal_rows(proposals) if charts.available(proposals) else []
+    backtest_rows = [
+        {**row, "label": policy_labels().get(row.get("policy"), row.get("policy"))}
+        for row in (proposals.get("backtest") or [] if charts.available(proposals) else [])
+        if isinstance(row, dict)
+    ]
     phase_rows = []
     reliability = content.get("reliability")
     if charts.available(reliability):
@@ -182,6 +191,8 @@ def pack_context(request: HttpRequest, pk: int, *, chart_prefix: str, print_face
         "committee_only": committee_only,
         "kpis": kpis,
         "phase_rows": phase_rows,
+        "proposal_rows": proposal_rows,
+        "backtest_rows": backtest_rows,
         "department_names": department_names,
         "state_labels": STATE_LABELS,
         "charts": svg_charts(content) if print_face else rendered_charts(content, chart_prefix),

@@ -186,3 +186,46 @@ def test_a_head_may_not_generate_or_correct(client, org):
 def test_the_header_links_the_committee_for_heads_and_the_committee(client, org):
     for user in (org.head_a, org.committee, org.admin):
         assert 'id="nav-committee"' in page(Client(), user, "/")
+
+
+def test_the_proposals_section_explains_each_quota_in_sentences_and_summarises_the_backtest(client, org):
+    """Section 5 of a generated pack: each proposed quota's steps as the quota page words them
+    (not the stored facts' keys), and the backtest as one row per policy."""
+    from datetime import timedelta
+
+    from efficiency.models import QuotaBacktest
+    from efficiency.quota_explanation import explanation_steps
+    from efficiency.services.committee.pack import pack_generate
+    from efficiency.services.quotas import quota_proposal_create
+
+    cycle = quota_proposal_create(cluster=org.cluster)
+    QuotaBacktest.objects.create(
+        cycle=cycle, computed_at=timezone.now(), window_start=cycle.start - timedelta(days=14),
+        window_end=cycle.start, job_count=3, duration_s=0.1,
+        results=[
+            {"key": "fixed", "allocation_rate": 0.5, "busy_gpu_s": 3600.0, "capacity_gpu_s": 7200.0,
+             "jobs_started": 3, "jobs_cancelled": 1,
+             "queues": {"vision": {"unmet_gpu_hours": 2.5, "wait_p95_s": 600.0},
+                        "radar": {"unmet_gpu_hours": 1.0, "wait_p95_s": 1200.0}}},
+        ],
+    )  # fmt: skip
+    pack = pack_generate(cluster=org.cluster, start=cycle.start - timedelta(days=14), end=cycle.start)
+    quota = cycle.quotas.first()
+    html = page(client, org.committee, f"/committee/packs/{pack.pk}/")
+    sentence = explanation_steps(quota.explanation, cycle.proposal_settings)[0]
+    assert sentence in html.replace("&#x27;", "'")
+    assert "percentile_gpus" not in html
+    backtest = pack.content["proposals"]["backtest"]
+    assert backtest == [
+        {"policy": "fixed", "allocation_rate": 0.5, "utilization": 0.5, "unmet_gpu_hours": 3.5,
+         "jobs_started": 3, "jobs_cancelled": 1, "worst_wait_p95_s": 1200.0}
+    ]  # fmt: skip
+    assert "Fixed partition" in html
+    # The exports of the same pack word the steps the same way.
+    import io
+    import zipfile
+
+    from efficiency.services.committee.export import pack_csv_bundle
+
+    bundle = zipfile.ZipFile(io.BytesIO(pack_csv_bundle(pack, language="en")))
+    assert sentence in bundle.read("proposals.csv").decode("utf-8-sig")

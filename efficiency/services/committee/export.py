@@ -28,6 +28,7 @@ from efficiency.charts.committee_print import pack_svg_charts
 from efficiency.choices import Role
 from efficiency.models import ReviewPack
 from efficiency.permissions import headed_departments
+from efficiency.quota_explanation import pack_proposal_rows
 from efficiency.scoping import user_role
 from efficiency.spreadsheet import csv_cell_text
 
@@ -191,6 +192,7 @@ def print_context(pack, content: dict, *, charts: dict[str, str]) -> dict:
         "kpis": kpis,
         "sections": sections,
         "departments": departments,
+        "proposal_rows": pack_proposal_rows(content.get("proposals") or {}),
         "copy": content.get("copy"),
         "font_family": PDF_FONT_FAMILY,
     }
@@ -374,9 +376,9 @@ def _tables(pack, content: dict) -> list[tuple[str, list[str], list[list]]]:
                     r.get("gpu_model"),
                     r.get("current"),
                     r.get("proposed"),
-                    " / ".join(str(step) for step in r.get("explanation") or []),
+                    " ".join(r["why"]),
                 ]
-                for r in proposals.get("rows") or []
+                for r in pack_proposal_rows(proposals)
             ],
         )
     )

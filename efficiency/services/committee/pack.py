@@ -407,11 +407,34 @@ def _proposals(user: User, cluster, end: datetime):
             "start": _iso(cycle.start),
             "end": _iso(cycle.end),
             "rows": rows,
-            "backtest": backtest.results if backtest is not None else None,
+            "proposal_settings": cycle.proposal_settings,
+            "backtest": None if backtest is None else _backtest_summary(backtest.results),
             "objections": objections,
         },
         cycle,
     )
+
+
+def _backtest_summary(results: list[dict]) -> list[dict]:
+    """Each replayed policy's headline figures (the backtest page has the hour-by-hour detail)."""
+    rows = []
+    for result in results:
+        queues = (result.get("queues") or {}).values()
+        waits = [q["wait_p95_s"] for q in queues if q.get("wait_p95_s") is not None]
+        capacity = result.get("capacity_gpu_s") or 0.0
+        busy = result.get("busy_gpu_s")
+        rows.append(
+            {
+                "policy": result.get("key", ""),
+                "allocation_rate": _r6(result.get("allocation_rate")),
+                "utilization": _r6(busy / capacity) if capacity and busy is not None else None,
+                "unmet_gpu_hours": _r3(sum(q.get("unmet_gpu_hours") or 0.0 for q in queues)),
+                "jobs_started": result.get("jobs_started"),
+                "jobs_cancelled": result.get("jobs_cancelled"),
+                "worst_wait_p95_s": _r3(max(waits)) if waits else None,
+            }
+        )
+    return rows
 
 
 def _capacity(user: User, cluster, start: datetime, end: datetime):
