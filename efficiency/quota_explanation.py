@@ -38,10 +38,13 @@ def explanation_steps(explanation: dict, proposal_settings: dict | None = None) 
 def pack_proposal_rows(proposals: dict) -> list[dict]:
     """A review pack's proposal rows with ``why``: their explanation in the reader's language."""
     settings = proposals.get("proposal_settings") or {}
-    return [
-        {**row, "why": explanation_steps(row.get("explanation") or {}, settings)}
-        for row in proposals.get("rows") or []
-    ]
+    rows = []
+    for row in proposals.get("rows") or []:
+        explanation = row.get("explanation") or {}
+        # A quota's facts are a dict of steps; text already worded (a list) is shown as it is.
+        why = [str(step) for step in explanation] if isinstance(explanation, list) else None
+        rows.append({**row, "why": why if why is not None else explanation_steps(explanation, settings)})
+    return rows
 
 
 def _percentile(s: dict, steps: dict) -> str:

@@ -6,6 +6,8 @@ from zoneinfo import ZoneInfo
 from django import template
 from django.urls import NoReverseMatch, reverse
 
+from efficiency.committee_messages import decision_request_text
+
 register = template.Library()
 
 
@@ -70,3 +72,9 @@ def seconds(value) -> str:
     from efficiency.charts.toolkit import duration_text
 
     return duration_text(value)
+
+
+@register.filter
+def decision_request(item) -> str:
+    """A requested decision of a pack, worded (``efficiency.committee_messages``)."""
+    return decision_request_text(item) if isinstance(item, dict) else ""

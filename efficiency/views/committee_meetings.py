@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from efficiency.choices import DecisionKind, MeetingStatus, TicketSeverity
+from efficiency.committee_messages import decision_request_text
 from efficiency.forms import ActionCloseForm, ActionForm, DecisionForm, MeetingCreateForm, MinutesForm
 from efficiency.selectors import committee_meetings as selectors
 from efficiency.selectors.committee_meetings import MEETING_ROLES
@@ -34,11 +35,6 @@ SECTION_LABELS = {
     "recommendations_tickets": gettext_lazy("Recommendations and tickets"),
     "showback": gettext_lazy("Showback"),
 }
-REQUEST_LABELS = {
-    "quota": gettext_lazy("Approve the proposed quota cycle #%(ref)s"),
-    "capacity": gettext_lazy("Decide on a capacity order"),
-    "ticket": gettext_lazy("Decide on remediation ticket #%(ref)s"),
-}
 
 
 def _agenda(meeting) -> list[dict]:
@@ -50,8 +46,7 @@ def _agenda(meeting) -> list[dict]:
         if kind == "section":
             row["label"] = SECTION_LABELS.get(item.get("key"), item.get("key"))
         elif kind == "decision":
-            template = REQUEST_LABELS.get(item.get("decision_kind"))
-            row["label"] = (template % {"ref": item.get("ref")}) if template else item.get("title_key")
+            row["label"] = decision_request_text(item)
         elif kind == "minutes":
             row["label"] = _("Approve the minutes of %(title)s") % {"title": item.get("title")}
         else:

@@ -36,7 +36,7 @@ def test_committee_meeting_decides_acts_and_carries(page, planning, screenshot):
     log_in(page, "chair", PASSWORD)
     page.goto(f"/committee/meetings/{meeting.pk}/")
     assert page.locator("#meeting-status").inner_text() == "Planned"
-    assert f"Approve the proposed quota cycle #{proposal.pk}" in page.locator("#agenda").inner_text()
+    assert f"Approve the proposed quotas of cycle #{proposal.pk}" in page.locator("#agenda").inner_text()
     screenshot("committee-meeting-planned")
 
     # The committee approves the proposal by a decision.

@@ -99,7 +99,7 @@ def test_quota_decision_from_the_page_approves_the_cycle(client, db, settings):
     meeting = meeting_create(make_pack(planning.cluster, cycle_id=proposal.pk), planning.committee, WHEN)
     client.force_login(planning.committee)
     body = client.get(f"/committee/meetings/{meeting.pk}/").content.decode()
-    assert f"Approve the proposed quota cycle #{proposal.pk}" in body
+    assert f"Approve the proposed quotas of cycle #{proposal.pk}" in body
     response = client.post(
         f"/committee/meetings/{meeting.pk}/decide/",
         _decision_post(kind="quota", quota_cycle=str(proposal.pk), quota_approve="on", outcome="approve"),

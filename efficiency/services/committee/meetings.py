@@ -13,7 +13,8 @@ the quota page's "Approve" button) in the decision's transaction.
 """
 
 from collections.abc import Iterable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -89,9 +90,14 @@ def _open_for_records(meeting: ReviewMeeting) -> None:
 
 
 def default_title(pack: ReviewPack) -> str:
+    """The period's days where the committee meets (the pack's time zone), as the pack shows them."""
+    try:
+        zone = ZoneInfo(pack.time_zone)
+    except (ValueError, ZoneInfoNotFoundError):
+        zone = UTC
     return _("Committee review %(start)s to %(end)s") % {
-        "start": f"{pack.period_start:%Y-%m-%d}",
-        "end": f"{pack.period_end:%Y-%m-%d}",
+        "start": f"{pack.period_start.astimezone(zone):%Y-%m-%d}",
+        "end": f"{pack.period_end.astimezone(zone):%Y-%m-%d}",
     }
 
 
