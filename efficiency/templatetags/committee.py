@@ -59,19 +59,27 @@ def gpu_hours(value) -> str:
         return str(value)
 
 
+def _number(value) -> float | None:
+    """A pack's number, or None for what is missing or not a number (a section without data)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
 @register.filter
 def ratio(value) -> str:
     """A 0-1 ratio as "31.2%"; "—" when unknown."""
-    if value is None or value == "":
-        return "—"
-    return f"{float(value) * 100:.1f}%"
+    number = _number(value)
+    return "—" if number is None else f"{number * 100:.1f}%"
 
 
 @register.filter
 def seconds(value) -> str:
+    """A duration in words ("3.7 h"); "—" when unknown."""
     from efficiency.charts.toolkit import duration_text
 
-    return duration_text(value)
+    number = _number(value)
+    return "—" if number is None else duration_text(number)
 
 
 @register.filter

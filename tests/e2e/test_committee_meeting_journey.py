@@ -1,4 +1,5 @@
-"""A committee meeting in a real browser: approve the quota proposal by a decision, raise an action,
+"""A committee meeting in a real browser: open the sealed pack, start the meeting from it, approve
+the quota proposal by a decision, raise an action,
 hold the meeting and write its minutes; the next meeting carries the open action first on its agenda
 and approves the previous minutes."""
 
@@ -7,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from efficiency.models import QuotaCycle
-from efficiency.services.committee.meetings import meeting_create
+from efficiency.models import QuotaCycle, ReviewMeeting
+from efficiency.services.committee.pack import pack_generate
 from efficiency.services.quotas import quota_proposal_create
 from tests.conftest import PASSWORD
 from tests.e2e.conftest import log_in
@@ -30,11 +31,24 @@ def planning(transactional_db, settings):
 def test_committee_meeting_decides_acts_and_carries(page, planning, screenshot):
     proposal = quota_proposal_create(cluster=planning.cluster, actor=planning.committee)
     now = timezone.now().replace(microsecond=0)
-    first_pack = make_pack(planning.cluster, start=now - timedelta(days=14), cycle_id=proposal.pk)
-    meeting = meeting_create(first_pack, planning.committee, now, [planning.committee], "Finance (observer)")
+    first_pack = pack_generate(cluster=planning.cluster, start=now - timedelta(days=14), end=now)
 
+    # The committee opens the sealed pack: the proposal is among the decisions requested.
     log_in(page, "chair", PASSWORD)
-    page.goto(f"/committee/meetings/{meeting.pk}/")
+    page.goto("/committee/")
+    page.locator(f"#pack-list a[href='/committee/packs/{first_pack.pk}/']").click()
+    page.wait_for_url(f"**/committee/packs/{first_pack.pk}/")
+    assert (
+        f"Approve the proposed quotas of cycle #{proposal.pk}"
+        in page.locator("#decisions-requested").inner_text()
+    )
+    # ... and starts the meeting from it.
+    page.locator("#start-meeting summary").click()
+    page.locator("#id_guests").fill("Finance (observer)")
+    page.locator("#meeting-button").click()
+    page.wait_for_url("**/committee/meetings/*/")
+    meeting = ReviewMeeting.objects.get(pack=first_pack)
+    assert meeting.guests == "Finance (observer)"
     assert page.locator("#meeting-status").inner_text() == "Planned"
     assert f"Approve the proposed quotas of cycle #{proposal.pk}" in page.locator("#agenda").inner_text()
     screenshot("committee-meeting-planned")
@@ -78,8 +92,13 @@ def test_committee_meeting_decides_acts_and_carries(page, planning, screenshot):
 
     # The next meeting, from the next pack: the open action comes first, carried once.
     second_pack = make_pack(planning.cluster, start=now)
-    second = meeting_create(second_pack, planning.committee, now + timedelta(days=14), [planning.committee])
-    page.goto(f"/committee/meetings/{second.pk}/")
+    page.goto(f"/committee/packs/{second_pack.pk}/")
+    page.locator("#start-meeting summary").click()
+    later = timezone.localtime(now + timedelta(days=14))
+    page.locator("#id_scheduled_for").fill(f"{later:%Y-%m-%dT%H:%M}")
+    page.locator("#meeting-button").click()
+    page.wait_for_url("**/committee/meetings/*/")
+    second = ReviewMeeting.objects.get(pack=second_pack)
     first_item = page.locator("#agenda li").first
     assert "Tell the radar team" in first_item.inner_text()
     assert "carried 1×" in first_item.inner_text()

@@ -229,3 +229,44 @@ def test_the_proposals_section_explains_each_quota_in_sentences_and_summarises_t
 
     bundle = zipfile.ZipFile(io.BytesIO(pack_csv_bundle(pack, language="en")))
     assert sentence in bundle.read("proposals.csv").decode("utf-8-sig")
+
+
+SECTION_KEYS = (
+    "summary", "since_last", "cluster_section", "departments", "pareto_idle", "proposals", "capacity",
+    "reliability", "recommendations", "tickets", "showback", "completeness", "previous", "committee",
+)  # fmt: skip
+
+
+# Lists in every pack the builder writes: never marked unavailable.
+LIST_KEYS = {"departments", "pareto_idle", "completeness", "committee"}
+DAMAGES = [
+    (key, damage)
+    for key in SECTION_KEYS
+    for damage in ("missing", "empty", "unavailable")
+    if not (damage == "unavailable" and key in LIST_KEYS)
+]
+
+
+@pytest.mark.parametrize(("key", "damage"), DAMAGES)
+def test_a_pack_missing_or_emptying_any_section_still_opens_on_every_face(client, org, key, damage):
+    """Packs sealed by an older version of the builder, or of a period without data, lack parts:
+    every face and export still opens, saying what is not there (a 500 was found this way)."""
+    from efficiency.services.committee.export import pack_csv_bundle
+
+    content = pack_content([(org.dept_a.code, org.dept_a.name, 8), (org.dept_b.code, org.dept_b.name, 8)])
+    if damage == "missing":
+        content.pop(key, None)
+    elif damage == "empty":
+        content[key] = {} if isinstance(content.get(key), dict) else []
+    else:
+        content[key] = {"available": False, "reason": "no quota cycle follows this period yet"}
+    text, digest = seal(content)
+    now = timezone.now().replace(microsecond=0)
+    pack = ReviewPack.objects.create(
+        cluster=org.cluster, period_start=now, period_end=now, definitions_version="2026-12.1",
+        time_zone="Asia/Shanghai", content_json=text, content_hash=digest, generated_at=now,
+    )  # fmt: skip
+    for user in (org.committee, org.head_a):
+        for face in FACES:
+            page(client, user, f"/committee/packs/{pack.pk}/{face}")
+    assert pack_csv_bundle(pack, language="en")
