@@ -14,6 +14,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import zipfile
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -68,14 +69,18 @@ def pack_for_export(*, user, pk: int):
     return pack, None
 
 
+def _zone(pack):
+    """The pack's time zone (where the committee meets): its times are shown there."""
+    try:
+        return ZoneInfo(pack.time_zone)
+    except (ValueError, ZoneInfoNotFoundError):
+        return UTC
+
+
 def export_filename(pack, *, language: str, extension: str, department_codes=None) -> str:
     """``review-pack-<cluster>-<YYYYMMDD>-v<version>-<lang>[-<departments>].<ext>``."""
     # The period's first day where the committee meets (a Shanghai Monday starts on Sunday in UTC).
-    try:
-        zone = ZoneInfo(pack.time_zone)
-    except (ValueError, ZoneInfoNotFoundError):
-        zone = UTC
-    day = pack.period_start.astimezone(zone).strftime("%Y%m%d")
+    day = pack.period_start.astimezone(_zone(pack)).strftime("%Y%m%d")
     words = ["review-pack", pack.cluster.slug, day, f"v{pack.version}", language.lower()]
     if department_codes is not None:
         words.append("-".join(department_codes) or "copy")
@@ -195,6 +200,7 @@ def print_context(pack, content: dict, *, charts: dict[str, str]) -> dict:
         "proposal_rows": pack_proposal_rows(content.get("proposals") or {}),
         "copy": content.get("copy"),
         "font_family": PDF_FONT_FAMILY,
+        "zone": _zone(pack),
     }
 
 
@@ -229,7 +235,15 @@ def pack_pdf(pack, *, language: str, department_codes=None) -> bytes:
 # --- CSV bundle ------------------------------------------------------------------------------------
 
 
-def _cell(value):
+# A pack's times are ISO 8601 in UTC ("…Z"); a CSV is for people and shows them where the committee
+# meets, each with its UTC offset (unambiguous when clocks go back).
+UTC_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|\+00:00)$")
+
+
+def _cell(value, zone=UTC):
+    if isinstance(value, str) and UTC_STAMP.match(value):
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return moment.astimezone(zone).isoformat(timespec="seconds")
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -241,12 +255,12 @@ def _cell(value):
     return value
 
 
-def _csv_bytes(header: list[str], rows: list[list]) -> bytes:
+def _csv_bytes(header: list[str], rows: list[list], zone=UTC) -> bytes:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow([str(title) for title in header])
     for row in rows:
-        writer.writerow([_cell(value) for value in row])
+        writer.writerow([_cell(value, zone) for value in row])
     # With a BOM, so that spreadsheet programs read Chinese names right.
     return ("\ufeff" + buffer.getvalue()).encode("utf-8")
 
@@ -277,7 +291,7 @@ def _tables(pack, content: dict) -> list[tuple[str, list[str], list[list]]]:
     tables.append(
         (
             "kpis.csv",
-            [_("Indicator"), _("Key"), _("Value"), _("Previous"), _("Target"), _("Unit"), _("Better")],
+            [_("Indicator"), _("Key"), _("Value"), _("Last cycle"), _("Target"), _("Unit"), _("Better")],
             [
                 [
                     kpi_labels().get(r.get("key"), r.get("key")),
@@ -536,7 +550,7 @@ def pack_csv_bundle(pack, *, language: str, department_codes=None) -> bytes:
             archive.writestr(info, data)
 
         for name, header, rows in tables:
-            data = _csv_bytes(header, rows)
+            data = _csv_bytes(header, rows, _zone(pack))
             files.append({"name": name, "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()})
             add(name, data)
         period = content.get("period") or {}

@@ -5,9 +5,11 @@ import csv
 import hashlib
 import io
 import json
+import re
 import zipfile
 
 import pytest
+from django.utils import translation
 from pypdf import PdfReader
 
 from efficiency.charts.committee_print import pack_svg_charts
@@ -111,6 +113,30 @@ def test_chinese_pdf_embeds_a_cjk_font_and_keeps_chinese_names_as_text():
     text = _text(pdf)
     assert "感知算法部" in text
     assert "规划控制部" in text
+    # The headings are Chinese in the text layer (the catalog's, and not the English fallback).
+    with translation.override("zh-hans"):
+        headings = [
+            translation.gettext(h)
+            for h in (
+                "GPU committee review pack",
+                "Summary",
+                "Since the last meeting",
+                "Reliability",
+                "Showback",
+            )
+        ]
+    for heading in headings:
+        assert re.search("[\u4e00-\u9fff]", heading), heading
+        assert heading in text, heading
+    assert "概要" in text  # "Summary", read by a person
+
+
+def test_times_are_shown_where_the_committee_meets():
+    """The pack stores UTC; its PDF and CSV show the pack's time zone (Asia/Shanghai, UTC+8)."""
+    pack = _pack(2)
+    assert "2026-11-16 08:00" in _text(export.pack_pdf(pack, language="en"))  # 00:00 UTC
+    cover = dict(_rows(_bundle(export.pack_csv_bundle(pack, language="en"))["cover.csv"])[1:])
+    assert cover["Period start"] == "2026-11-16T08:00:00+08:00"
 
 
 def test_files_do_not_change_when_the_data_changes_after_sealing():
