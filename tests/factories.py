@@ -6,6 +6,7 @@ tests that need a known state without running the pipeline; the pipeline itself 
 raw input.
 """
 
+import json
 from datetime import datetime, timedelta
 
 import factory
@@ -37,11 +38,14 @@ from efficiency.choices import (
 )
 from efficiency.days import day_of, day_start_after, day_start_of
 from efficiency.models import (
+    Action,
     ActuatorConfig,
     ApiToken,
+    AuditEntry,
     CapacityAlert,
     Cluster,
     DataSource,
+    Decision,
     Delivery,
     Department,
     DepartmentHour,
@@ -71,8 +75,11 @@ from efficiency.models import (
     QuotaCycle,
     QuotaEvent,
     QuotaObjection,
+    RateCard,
     Recommendation,
     RecommendationDecision,
+    ReviewMeeting,
+    ReviewPack,
     RollupDirtyHour,
     ScopeHour,
     SourceRun,
@@ -723,3 +730,103 @@ class TicketCommentFactory(factory.django.DjangoModelFactory):
     author = factory.SubFactory(UserFactory, username=factory.Sequence(lambda n: f"commenter-{n}"))
     at = factory.LazyFunction(timezone.now)
     text = "The launcher template changes on Tuesday."
+
+
+# --- The committee ------------------------------------------------------------------------------
+
+
+def _sealed(content: dict) -> tuple[str, str]:
+    from efficiency.analysis.committee.seal import seal
+
+    return seal(content)
+
+
+class RateCardFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RateCard
+
+    version = factory.Sequence(lambda n: n + 1)
+    effective_from = factory.LazyFunction(timezone.now)
+    currency = "CNY"
+    rates = factory.LazyFunction(lambda: {"NVIDIA H100 80GB HBM3": "18.50", "NVIDIA A100-SXM4-80GB": "9.80"})
+    created_at = factory.LazyFunction(timezone.now)
+
+
+class ReviewPackFactory(factory.django.DjangoModelFactory):
+    """A sealed pack of two weeks with only its cover (sections without data say so)."""
+
+    class Meta:
+        model = ReviewPack
+
+    cluster = factory.SubFactory(ClusterFactory)
+    period_end = factory.LazyFunction(lambda: timezone.now().replace(minute=0, second=0, microsecond=0))
+    period_start = factory.LazyAttribute(lambda o: o.period_end - timedelta(days=14))
+    definitions_version = "2026-12.1"
+    time_zone = "Asia/Shanghai"
+    generated_at = factory.LazyFunction(timezone.now)
+    content_json = factory.LazyAttribute(
+        lambda o: _sealed(
+            {
+                "schema": 1,
+                "cluster": {"slug": o.cluster.slug, "name": o.cluster.name},
+                "period": {
+                    "start": o.period_start.isoformat(),
+                    "end": o.period_end.isoformat(),
+                    "time_zone": o.time_zone,
+                },
+            }
+        )[0]
+    )
+    content_hash = factory.LazyAttribute(lambda o: _sealed(json.loads(o.content_json))[1])
+
+
+class ReviewMeetingFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ReviewMeeting
+
+    pack = factory.SubFactory(ReviewPackFactory)
+    cluster = factory.SelfAttribute("pack.cluster")
+    title = factory.Sequence(lambda n: f"Committee review {n}")
+    scheduled_for = factory.LazyFunction(timezone.now)
+    created_at = factory.LazyFunction(timezone.now)
+
+
+class DecisionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Decision
+
+    meeting = factory.SubFactory(ReviewMeetingFactory)
+    number = factory.Sequence(lambda n: n + 1)
+    kind = "other"
+    title = "Keep the shared pool at 30% of capacity"
+    options = factory.LazyFunction(lambda: ["Keep 30%", "Raise to 40%"])
+    outcome = "Keep 30%"
+    decided_by = "The committee, unanimous"
+    decided_at = factory.LazyFunction(timezone.now)
+
+
+class ActionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Action
+
+    meeting = factory.SubFactory(ReviewMeetingFactory)
+    title = "Ask the radar team about their idle nodes"
+    owner = factory.SubFactory(UserFactory, username=factory.Sequence(lambda n: f"owner-{n}"))
+    due_on = factory.LazyFunction(lambda: timezone.localdate() + timedelta(days=7))
+    created_at = factory.LazyFunction(timezone.now)
+
+
+class AuditEntryFactory(factory.django.DjangoModelFactory):
+    """A link of the audit chain (not chained to its neighbours: use ``audit_append`` for that)."""
+
+    class Meta:
+        model = AuditEntry
+
+    seq = factory.Sequence(lambda n: 1_000_000 + n)
+    at = factory.LazyFunction(timezone.now)
+    verb = "pack_sealed"
+    object_type = "reviewpack"
+    object_id = 1
+    payload = factory.LazyFunction(lambda: {"version": 1})
+    prev_hash = "0" * 64
+    entry_hash = factory.Sequence(lambda n: f"{n:064x}")

@@ -276,11 +276,17 @@ def test_swapping_the_windows_turns_a_clear_gain_into_a_regression(before, after
     forward = verify(window(before), window(after), expected_gain_share=None, settings=FAST)
     backward = verify(window(after), window(before), expected_gain_share=None, settings=FAST)
 
-    # "Clear": beyond the band by a margin the bootstrap's own sampling error cannot cross.
-    if forward.gain_low > FAST.min_relative_change + 0.1:
-        assert backward.outcome == REGRESSED
-    if backward.gain_low > FAST.min_relative_change + 0.1:
-        assert forward.outcome == REGRESSED
+    # A clear gain one way is a loss beyond the band the other way: the medians' ratio inverts.
+    # Whether the reverse interval also clears the band depends on its own resampling (ten
+    # values spread over three orders of magnitude can give a wide one), so the verdict is then
+    # a regression or, at worst, no gain: never a gain.
+    band = FAST.min_relative_change
+    for one, other in ((forward, backward), (backward, forward)):
+        if one.gain_low > band + 0.1:
+            assert other.measured_gain_share < -band
+            assert other.outcome != VERIFIED_GAIN
+            if other.gain_high < -band:
+                assert other.outcome == REGRESSED
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
