@@ -9,8 +9,19 @@ from datetime import datetime
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from efficiency.choices import CapacityAlertKind
+
+# The pack summary's key figures, named once for the page, the presentation and the PDF.
+KPI_LABELS = {
+    "utilization": gettext_lazy("Utilization"),
+    "allocation_rate": gettext_lazy("Allocation rate"),
+    "idle_gpu_hours": gettext_lazy("Idle GPU-hours"),
+    "mttr_s": gettext_lazy("Mean time to recover"),
+    "ettr": gettext_lazy("Effective training time ratio"),
+    "overdue_tickets": gettext_lazy("Overdue tickets"),
+}
 
 
 def _day(stamp) -> str:

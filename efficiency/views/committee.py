@@ -23,6 +23,7 @@ from efficiency import dispatch
 from efficiency.charts import committee as charts
 from efficiency.charts.toolkit import duration_text
 from efficiency.choices import NodeClass
+from efficiency.committee_messages import KPI_LABELS
 from efficiency.permissions import has_role
 from efficiency.quota_explanation import pack_proposal_rows
 from efficiency.selectors import committee_meetings as meeting_selectors
@@ -48,14 +49,6 @@ SECTIONS = (
 )
 # The reason a department copy gives for the cluster-wide sections it leaves out.
 COMMITTEE_ONLY_REASON = "cluster-wide section: committee only"
-KPI_LABELS = {
-    "utilization": gettext_lazy("Utilization"),
-    "allocation_rate": gettext_lazy("Allocation rate"),
-    "idle_gpu_hours": gettext_lazy("Idle GPU-hours"),
-    "mttr_s": gettext_lazy("Mean time to recover"),
-    "ettr": gettext_lazy("Effective training time ratio"),
-    "overdue_tickets": gettext_lazy("Overdue tickets"),
-}
 PHASE_LABELS = {
     "detect": gettext_lazy("Detect"),
     "locate": gettext_lazy("Locate"),

@@ -27,6 +27,7 @@ from django.utils.translation import gettext as _
 from efficiency.analysis.committee.copy import department_copy
 from efficiency.charts.committee_print import pack_svg_charts
 from efficiency.choices import Role
+from efficiency.committee_messages import KPI_LABELS
 from efficiency.models import ReviewPack
 from efficiency.permissions import headed_departments
 from efficiency.quota_explanation import pack_proposal_rows
@@ -106,14 +107,7 @@ def export_content(pack, department_codes=None) -> dict:
 
 
 def kpi_labels() -> dict[str, str]:
-    return {
-        "utilization": _("Utilization"),
-        "allocation_rate": _("Allocation rate"),
-        "idle_gpu_hours": _("Idle GPU-hours"),
-        "mttr_s": _("Mean time to recover"),
-        "ettr": _("Effective training time ratio"),
-        "overdue_tickets": _("Overdue tickets"),
-    }
+    return {key: str(label) for key, label in KPI_LABELS.items()}
 
 
 def _number_text(value, unit: str) -> str:
