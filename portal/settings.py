@@ -406,6 +406,9 @@ LOGGING = {
 }
 # Raw GPU samples older than this are dropped (rollups keep the history).
 PORTAL_RAW_RETENTION_DAYS = env_int("PORTAL_RAW_RETENTION_DAYS", 35)
+# PostgreSQL: daily partitions of the raw tables are made this many days ahead (by the daily
+# retention task; ingest also makes a missing day's partition before writing to it).
+PORTAL_PARTITIONS_AHEAD_DAYS = env_int("PORTAL_PARTITIONS_AHEAD_DAYS", 3)
 # Directories file sources (an sacct dump's "path", a log tree's "root") may read from; anything
 # else, the secret key included, is refused. Default: the demo's var/sim and var/sources.
 PORTAL_SOURCE_ROOTS = env_list("PORTAL_SOURCE_ROOTS", f"{VAR_DIR / 'sim'},{VAR_DIR / 'sources'}")

@@ -81,13 +81,18 @@ class SourceRun(models.Model):
 class GpuSample(models.Model):
     """Raw per-GPU metrics at one instant (kept for ``PORTAL_RAW_RETENTION_DAYS``).
 
+    Partitioned by UTC day of ``ts`` on PostgreSQL (``services.partitions``).
+
     One wide row per GPU and scrape rather than one row per metric: a fifth of the rows and
     indexes. ``interval_s`` is how long the sample stands for (the source's step), so samples
     from sources with different steps add up to the right GPU-seconds.
     """
 
     pk = models.CompositePrimaryKey("node", "gpu_index", "ts")
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    # No index of its own: the primary key (node, gpu_index, ts) leads with the node.
+    node = models.ForeignKey(
+        Node, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+"
+    )
     gpu_index = models.PositiveSmallIntegerField()
     ts = models.DateTimeField()
     interval_s = models.PositiveIntegerField()
@@ -113,7 +118,8 @@ class LogChunk(models.Model):
     """A run of complete log lines from one stream, identified by its byte offset.
 
     The same chunk delivered twice (a replayed cursor, a shipper's retry) has the same
-    (source, stream, file_id, start_offset) and is stored once.
+    (source, stream, file_id, start_offset) and is stored once. Partitioned by UTC day of
+    ``received_at`` on PostgreSQL (``services.partitions``).
     """
 
     source = models.ForeignKey(DataSource, on_delete=models.CASCADE, related_name="log_chunks")
@@ -133,12 +139,14 @@ class LogChunk(models.Model):
         ordering = ["stream", "file_id", "start_offset"]
         verbose_name = _("log chunk")
         verbose_name_plural = _("log chunks")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["source", "stream", "file_id", "start_offset"], name="logchunk_unique_offset"
-            )
+        # Stored once per (source, stream, file_id, start_offset): checked by ingest under a
+        # per-source lock, not by a unique constraint, which a table partitioned by day could
+        # only enforce within one day (migration 0029).
+        indexes = [
+            models.Index(fields=["job", "rank"]),
+            models.Index(fields=["received_at"]),
+            models.Index(fields=["source", "stream", "file_id", "start_offset"], name="logchunk_offset"),
         ]
-        indexes = [models.Index(fields=["job", "rank"]), models.Index(fields=["received_at"])]
 
     def __str__(self) -> str:
         return f"{self.stream}@{self.start_offset}"

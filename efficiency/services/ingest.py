@@ -9,7 +9,7 @@ import io
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
@@ -40,6 +40,7 @@ from efficiency.models import (
 from efficiency.models.jobs import MILLI_PER_GPU
 from efficiency.redaction import config_redact
 from efficiency.services.discovery import nodes_discover, nodes_seen_mark
+from efficiency.services.partitions import partitions_ensure, partitions_for_rows
 
 SAMPLE_COLUMNS = (
     "node_id",
@@ -56,6 +57,8 @@ SAMPLE_COLUMNS = (
     "xid_last",
 )
 MAX_FUTURE_SKEW = timedelta(minutes=5)
+EPOCH_DAY = date(1970, 1, 1)
+LOG_CHUNK_LOCK_SPACE = 0x4C4F47  # first key of the per-source advisory lock of log chunk writes
 
 
 class XidCount(NamedTuple):
@@ -263,6 +266,9 @@ def gpu_samples_write(rows: list[tuple[int, int, int, tuple]], *, interval_s: in
     if not rows:
         return 0
     if connection.vendor == "postgresql":
+        # Each UTC day's rows go to that day's partition: make it first when it is missing.
+        days = {ts_ms // 86_400_000 for ts_ms in {row[2] for row in rows}}
+        partitions_ensure("efficiency_gpusample", {EPOCH_DAY + timedelta(days=day) for day in days})
         return _samples_copy(rows, interval_s)
     return _samples_insert(rows, interval_s)
 
@@ -640,30 +646,37 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogLines], now: datetime | Non
         )
         for chunk in chunks
     ]
-    # A replay after a crash can bring a longer chunk with the same start (the file grew in
-    # between): it holds everything the stored one did and more, so it replaces it.
-    stored_ends = {
-        (stream, file_id, start): (pk, end)
-        for pk, stream, file_id, start, end in LogChunk.objects.filter(
-            source=source, stream__in={row.stream for row in rows}
-        ).values_list("pk", "stream", "file_id", "start_offset", "end_offset")
-    }
-    new_rows, longer = [], []
-    for row in rows:
-        key = (row.stream, row.file_id, row.start_offset)
-        known = stored_ends.get(key)
-        if known is None:
-            stored_ends[key] = (None, row.end_offset)
-            new_rows.append(row)
-        elif known[0] is not None and row.end_offset > known[1]:
-            row.pk = known[0]
-            stored_ends[key] = (known[0], row.end_offset)
-            longer.append(row)
-        else:
-            result.duplicates += 1
+    if rows:
+        partitions_for_rows("efficiency_logchunk", [now])
     with transaction.atomic():
-        # ignore_conflicts still guards against a concurrent run storing the same chunk.
-        LogChunk.objects.bulk_create(new_rows, ignore_conflicts=True, batch_size=500)
+        # One writer per source at a time, so the check below sees every chunk stored before
+        # (no unique constraint can: the table is partitioned by day). SQLite's IMMEDIATE
+        # transactions already admit one writer at a time.
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOG_CHUNK_LOCK_SPACE, source.pk])
+        # A replay after a crash can bring a longer chunk with the same start (the file grew in
+        # between): it holds everything the stored one did and more, so it replaces it.
+        stored_ends = {
+            (stream, file_id, start): (pk, end)
+            for pk, stream, file_id, start, end in LogChunk.objects.filter(
+                source=source, stream__in={row.stream for row in rows}
+            ).values_list("pk", "stream", "file_id", "start_offset", "end_offset")
+        }
+        new_rows, longer = [], []
+        for row in rows:
+            key = (row.stream, row.file_id, row.start_offset)
+            known = stored_ends.get(key)
+            if known is None:
+                stored_ends[key] = (None, row.end_offset)
+                new_rows.append(row)
+            elif known[0] is not None and row.end_offset > known[1]:
+                row.pk = known[0]
+                stored_ends[key] = (known[0], row.end_offset)
+                longer.append(row)
+            else:
+                result.duplicates += 1
+        LogChunk.objects.bulk_create(new_rows, batch_size=500)
         LogChunk.objects.bulk_update(longer, ["end_offset", "text", "line_count", "job"], batch_size=500)
     result.stored = len(new_rows) + len(longer)
     return result

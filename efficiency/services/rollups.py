@@ -55,6 +55,7 @@ from efficiency.models import (
     SourceRun,
 )
 from efficiency.models.jobs import MILLI_PER_GPU
+from efficiency.services.partitions import partitioning_active, partitions_ahead, partitions_drop_before
 from efficiency.times import portal_day_zone
 
 logger = logging.getLogger(__name__)
@@ -384,10 +385,27 @@ def _allocations(
 
 
 def retention_prune(*, now: datetime | None = None) -> dict[str, int]:
-    """Drop raw samples and log chunks past the retention window, and old run records."""
+    """Drop raw samples and log chunks past the retention window, and old run records.
+
+    On PostgreSQL the raw tables are partitioned by day: a day goes whole, by dropping its
+    partition, once all of it is past the window (so up to a day more is kept), and the
+    partitions of the coming days are made. Elsewhere the rows are deleted.
+    """
     now = now or timezone.now()
     cutoff = now - timedelta(days=settings.PORTAL_RAW_RETENTION_DAYS)
     deleted = {"samples": 0, "log_chunks": 0, "runs": 0}
+    if partitioning_active():
+        partitions_ahead(now=now)
+        samples = partitions_drop_before("efficiency_gpusample", cutoff)
+        chunks = partitions_drop_before("efficiency_logchunk", cutoff)
+        deleted.update(
+            samples=samples["rows"],
+            sample_days_dropped=samples["partitions"],
+            log_chunks=chunks["rows"],
+            log_chunk_days_dropped=chunks["partitions"],
+            runs=SourceRun.objects.filter(started_at__lt=now - timedelta(days=30)).delete()[0],
+        )
+        return deleted
     while True:
         # Delete in slices by time so one run never holds a huge transaction.
         oldest = GpuSample.objects.filter(ts__lt=cutoff).order_by("ts").values_list("ts", flat=True).first()
