@@ -120,17 +120,15 @@ DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
         conn_max_age=0 if DB_POOL else env_int("DB_CONN_MAX_AGE", 60),
-        conn_health_checks=not DB_POOL,
+        # With the pool, Django has it check a connection before handing it out: one the server
+        # dropped (a restart, a failover) is replaced, not given to a request.
+        conn_health_checks=True,
     )
 }
 if DB_POOL:
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("PORTAL_DB_POOL=1 needs PostgreSQL (DATABASE_URL=postgres://...).")
-    from psycopg_pool import ConnectionPool
-
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        # A connection the server dropped (a restart, a failover) is replaced, not handed out.
-        "check": ConnectionPool.check_connection,
         "min_size": env_int("PORTAL_DB_POOL_MIN_SIZE", 2),
         "max_size": env_int("PORTAL_DB_POOL_MAX_SIZE", 4),
         "timeout": env_float("PORTAL_DB_POOL_TIMEOUT_S", 10.0),
