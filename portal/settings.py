@@ -110,11 +110,29 @@ TEMPLATES = [
 
 # --- Database --------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
+# PORTAL_DB_POOL=1 (PostgreSQL only): each process keeps a psycopg connection pool of
+# PORTAL_DB_POOL_MIN_SIZE to PORTAL_DB_POOL_MAX_SIZE connections, and a request or task that finds
+# none free waits up to PORTAL_DB_POOL_TIMEOUT_S. Django refuses a pool with persistent
+# connections, so DB_CONN_MAX_AGE is then ignored. PgBouncer in front: session mode (the sources'
+# claims hold session advisory locks, and large reads use server-side cursors).
+DB_POOL = env_bool("PORTAL_DB_POOL", False)
 DATABASES = {
     "default": dj_database_url.parse(
-        DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
+        DATABASE_URL,
+        conn_max_age=0 if DB_POOL else env_int("DB_CONN_MAX_AGE", 60),
+        # With the pool, Django has it check a connection before handing it out: one the server
+        # dropped (a restart, a failover) is replaced, not given to a request.
+        conn_health_checks=True,
     )
 }
+if DB_POOL:
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("PORTAL_DB_POOL=1 needs PostgreSQL (DATABASE_URL=postgres://...).")
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("PORTAL_DB_POOL_MIN_SIZE", 2),
+        "max_size": env_int("PORTAL_DB_POOL_MAX_SIZE", 4),
+        "timeout": env_float("PORTAL_DB_POOL_TIMEOUT_S", 10.0),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default has a web server and a Celery worker writing one file: WAL lets
     # readers go on during a write, IMMEDIATE avoids "database is locked" on lock upgrades.
