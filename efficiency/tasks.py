@@ -36,8 +36,10 @@ def worker_heartbeat_prune_task() -> dict:
 
 @worker_ready.connect
 def _heartbeat_on_worker_start(sender=None, **kwargs) -> None:
-    # Beat's first heartbeat comes a minute after start; report at once so /healthz is green.
-    worker_heartbeat_task.delay()
+    # Beat's first heartbeat comes a minute after start; report at once so /healthz is green,
+    # through a queue this worker consumes (on a host of its own, no other worker may take it).
+    queues = [queue.name for queue in getattr(getattr(sender, "task_consumer", None), "queues", ())]
+    worker_heartbeat_task.apply_async(queue=queues[0] if queues else None)
 
 
 @shared_task
