@@ -347,6 +347,10 @@ CELERY_TASK_ROUTES = {
     f"efficiency.tasks.{task}": {"queue": queue} for queue, tasks in _TASK_QUEUES.items() for task in tasks
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# One beat sends the schedule however many are started; the others stand by and take over when
+# it stops (portal.beat: a PostgreSQL advisory lock, or a file lock for the embedded default).
+CELERY_BEAT_SCHEDULER = "portal.beat:SingleBeatScheduler"
+PORTAL_BEAT_STANDBY_POLL_S = env_int("PORTAL_BEAT_STANDBY_POLL_S", 10)
 # Every periodic job of the portal, in one place, each with its cadence in words.
 CELERY_BEAT_SCHEDULE = {
     # Every minute, on each queue: a worker of that queue records that its host is alive, so
