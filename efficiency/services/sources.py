@@ -114,8 +114,16 @@ class RunRecorder:
             )
 
 
-def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
+# A source counts as due this long before its interval has passed (beat's pass runs every 15 s).
+DUE_SLACK = timedelta(seconds=5)
+
+
+def source_claim(*, source_id: int, now: datetime, due_only: bool = False) -> DataSource | None:
     """Take the source for this run, unless another worker holds it.
+
+    With ``due_only`` (the periodic collection), also unless its interval has not passed since
+    its last attempt: a pass that queued it again while the queue was backed up, or a message
+    delivered twice, finds it collected already and leaves it.
 
     On PostgreSQL the run also holds a session advisory lock, which the server drops as soon as
     the holder's connection goes: a worker killed half-way (SIGKILL, OOM) leaves ``running_since``
@@ -129,6 +137,11 @@ def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
             if not cursor.fetchone()[0]:
                 return None
         free = Q()
+    if due_only:
+        interval_s = DataSource.objects.filter(pk=source_id).values_list("interval_s", flat=True).first() or 0
+        free &= Q(last_attempt_at__isnull=True) | Q(
+            last_attempt_at__lte=now - timedelta(seconds=interval_s) + DUE_SLACK
+        )
     claimed = DataSource.objects.filter(free, pk=source_id, enabled=True).update(
         running_since=now, last_attempt_at=now
     )
@@ -204,10 +217,13 @@ def source_run_record(source: DataSource, *, now: datetime) -> Iterator[RunRecor
         )
 
 
-def source_collect(*, source_id: int, now: datetime | None = None) -> SourceRun | None:
-    """Collect from one source once; ``None`` when another worker is already on it."""
+def source_collect(
+    *, source_id: int, now: datetime | None = None, due_only: bool = False
+) -> SourceRun | None:
+    """Collect from one source once; ``None`` when another worker is already on it (or, with
+    ``due_only``, when it is not due: see ``source_claim``)."""
     now = now or timezone.now()
-    source = source_claim(source_id=source_id, now=now)
+    source = source_claim(source_id=source_id, now=now, due_only=due_only)
     if source is None:
         return None
     collector = _COLLECTORS.get(source.kind)
@@ -863,7 +879,7 @@ def sources_due(*, now: datetime | None = None) -> list[int]:
     for pk, interval_s, last in DataSource.objects.filter(
         enabled=True, kind__in=list(_COLLECTORS)
     ).values_list("pk", "interval_s", "last_attempt_at"):
-        if last is None or now - last >= timedelta(seconds=interval_s) - timedelta(seconds=5):
+        if last is None or now - last >= timedelta(seconds=interval_s) - DUE_SLACK:
             due.append(pk)
     return due
 
