@@ -183,7 +183,11 @@ def test_three_workers_collect_every_source_exactly_once_as_one_worker_does(
     assert samples["many"] == samples["one"] == SOURCES  # one GPU per exporter, stored once
     hosts = set(SourceRun.objects.filter(source__in=many).values_list("source__name", flat=True).distinct())
     assert len(hosts) == SOURCES
-    print(f"{SOURCES} sources, due pass sent twice: 1 worker {one_s:.1f} s, {WORKERS} workers {many_s:.1f} s")
+    print(
+        f"{SOURCES} sources, due pass sent twice: a round with 1 worker {one_s:.1f} s, "
+        f"with {WORKERS} workers "
+        f"{many_s:.1f} s (worker start-up included)"
+    )
 
 
 # --- rollups ---------------------------------------------------------------------------------------
