@@ -37,7 +37,7 @@ from efficiency.services.ingest import dirty_hours_mark, gpu_readings_ingest
 from efficiency.services.rollups import rollups_refresh
 from tests.factories import ClusterFactory, DepartmentFactory, NodeFactory
 from tests.reliability.processes import RedisServer, require_redis_server, wait_for
-from tests.workers import celery_worker, database_url_for_processes, free_port, portal_python, worker_env
+from tests.workers import celery_workers, database_url_for_processes, free_port, portal_python, worker_env
 
 pytestmark = pytest.mark.broker
 
@@ -119,7 +119,7 @@ def _sources(slug: str, base: str) -> list[DataSource]:
 def _round(env: dict[str, str], workers: int, sources: list[DataSource]) -> float:
     """Start ``workers`` collection workers, send the due pass twice at once, wait for the round."""
     started = time.monotonic()
-    with _workers(env, settings.PORTAL_QUEUE_COLLECTION, workers):
+    with celery_workers(env, settings.PORTAL_QUEUE_COLLECTION, workers):
         sent = portal_python(
             env,
             "from efficiency.tasks import collect_due_sources_task as t; t.delay(); t.delay()",
@@ -145,20 +145,6 @@ def _redis(env: dict[str, str]):
     import redis
 
     return redis.Redis.from_url(env["CELERY_BROKER_URL"])
-
-
-class _workers:
-    """``count`` solo worker processes on ``queue``, ready when entered."""
-
-    def __init__(self, env: dict[str, str], queue: str, count: int) -> None:
-        self.contexts = [celery_worker(env, queue) for _ in range(count)]
-
-    def __enter__(self):
-        return [context.__enter__() for context in self.contexts]
-
-    def __exit__(self, *exc):
-        for context in self.contexts:
-            context.__exit__(*exc)
 
 
 def test_three_workers_collect_every_source_exactly_once_as_one_worker_does(
@@ -259,7 +245,7 @@ def test_three_workers_roll_up_every_dirty_hour_once_with_a_single_runs_result(
     for model in (NodeHour, DepartmentHour, ScopeHour, NodeDay):
         model.objects.all().delete()
     dirty_hours_mark(cluster=cluster, hours={hour for _, hour in dirty}, now=now)
-    with _workers(env, settings.PORTAL_QUEUE_ANALYSIS, WORKERS):
+    with celery_workers(env, settings.PORTAL_QUEUE_ANALYSIS, WORKERS):
         code = (
             "import json; from efficiency.tasks import rollups_refresh_task as t; "
             f"sent = [t.delay() for _ in range({WORKERS})]; "
