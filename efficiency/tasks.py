@@ -36,8 +36,10 @@ def worker_heartbeat_prune_task() -> dict:
 
 @worker_ready.connect
 def _heartbeat_on_worker_start(sender=None, **kwargs) -> None:
-    # Beat's first heartbeat comes a minute after start; report at once so /healthz is green.
-    worker_heartbeat_task.delay()
+    # Beat's first heartbeat comes a minute after start; report at once so /healthz is green,
+    # through a queue this worker consumes (on a host of its own, no other worker may take it).
+    queues = [queue.name for queue in getattr(getattr(sender, "task_consumer", None), "queues", ())]
+    worker_heartbeat_task.apply_async(queue=queues[0] if queues else None)
 
 
 @shared_task
@@ -45,7 +47,7 @@ def collect_due_sources_task() -> dict:
     """Queue one collection for every source whose interval has passed."""
     due = sources_due()
     for source_id in due:
-        collect_source_task.delay(source_id)
+        collect_source_task.delay(source_id, due_only=True)
     return {"queued": len(due)}
 
 
@@ -54,20 +56,23 @@ def collect_due_sources_task() -> dict:
     retry_backoff=30,
     retry_backoff_max=600,
     max_retries=3,
+    bind=True,
 )
-def collect_source_task(source_id: int) -> dict:
+def collect_source_task(self, source_id: int, due_only: bool = False) -> dict:
     """Collect once from one source; a source that does not answer is retried with backoff.
 
-    Nothing is lost while it is down: the next run starts from the source's watermark.
+    Nothing is lost while it is down: the next run starts from the source's watermark. The
+    periodic pass sets ``due_only``: a source collected since it was queued is left alone (a
+    retry is not, as its own failed attempt is the last one).
     """
     try:
-        run = source_collect(source_id=source_id)
+        run = source_collect(source_id=source_id, due_only=due_only and not self.request.retries)
     except SourceConfigError as error:
         # Recorded on the run and logged as one warning line: a traceback every minute until an
         # admin fixes the configuration (or sets the missing variable) would drown the log.
         return {"status": "failed", "error": str(error)}
     if run is None:
-        return {"skipped": "another worker is collecting this source"}
+        return {"skipped": "another worker is collecting this source, or has just collected it"}
     if run.stored and run.source.kind in LOG_KINDS:
         # Scan new log lines for faults at once: detection within a minute of the line.
         fault_scan_source_task.delay(source_id)

@@ -323,11 +323,64 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 30 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Three queues, so that slow work never holds up urgent work: "collection" (scrapes, reads and
+# their fan-out: due every 15 s), "analysis" (rollups, classification, fault detection,
+# recommendations, quotas, committee packs, retention: minutes of work at times) and "actions"
+# (notifications and actuators: an incident's isolation or a page must not wait behind a rollup).
+# One worker can consume all three (``make run`` does: -Q collection,analysis,actions), or each
+# host runs workers for some of them (README: "Workers and queues").
+PORTAL_QUEUE_COLLECTION, PORTAL_QUEUE_ANALYSIS, PORTAL_QUEUE_ACTIONS = "collection", "analysis", "actions"
+PORTAL_QUEUES = (PORTAL_QUEUE_COLLECTION, PORTAL_QUEUE_ANALYSIS, PORTAL_QUEUE_ACTIONS)
+# A task not listed below (ping_task, a new task) goes to the analysis queue.
+CELERY_TASK_DEFAULT_QUEUE = PORTAL_QUEUE_ANALYSIS
+_TASK_QUEUES = {
+    PORTAL_QUEUE_COLLECTION: ["collect_due_sources_task", "collect_source_task"],
+    PORTAL_QUEUE_ANALYSIS: [
+        "rollups_refresh_task",
+        "node_classes_refresh_task",
+        "retention_prune_task",
+        "worker_heartbeat_prune_task",
+        "quota_cycles_roll_task",
+        "quota_backtest_task",
+        "capacity_check_task",
+        "fault_scan_source_task",
+        "fault_scan_task",
+        "fault_detect_task",
+        "incidents_group_task",
+        "incidents_refresh_task",
+        "recommendations_refresh_task",
+        "tickets_verify_task",
+        "committee_pack_request_task",
+        "committee_pack_generate_task",
+    ],
+    PORTAL_QUEUE_ACTIONS: [
+        "incident_policy_task",
+        "notification_route_task",
+        "notifications_deliver_task",
+        "notifications_sla_scan_task",
+        "demo_fix_apply_task",
+    ],
+}
+CELERY_TASK_ROUTES = {
+    f"efficiency.tasks.{task}": {"queue": queue} for queue, tasks in _TASK_QUEUES.items() for task in tasks
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# One beat sends the schedule however many are started; the others stand by and take over when
+# it stops (portal.beat: a PostgreSQL advisory lock, or a file lock for the embedded default).
+CELERY_BEAT_SCHEDULER = "portal.beat:SingleBeatScheduler"
+PORTAL_BEAT_STANDBY_POLL_S = env_int("PORTAL_BEAT_STANDBY_POLL_S", 10)
 # Every periodic job of the portal, in one place, each with its cadence in words.
 CELERY_BEAT_SCHEDULE = {
-    # Every minute: a worker records that it is alive, so /healthz can tell a stuck queue.
-    "worker-heartbeat": {"task": "efficiency.tasks.worker_heartbeat_task", "schedule": 60.0},
+    # Every minute, on each queue: a worker of that queue records that its host is alive, so
+    # /healthz can tell a stuck queue.
+    **{
+        f"worker-heartbeat-{queue}": {
+            "task": "efficiency.tasks.worker_heartbeat_task",
+            "schedule": 60.0,
+            "options": {"queue": queue},
+        }
+        for queue in PORTAL_QUEUES
+    },
     # Every 15 seconds: collect from every data source whose own interval has passed.
     "collect-due-sources": {"task": "efficiency.tasks.collect_due_sources_task", "schedule": 15.0},
     # Every minute: recompute the hourly rollups of hours that got new or late data.
@@ -393,6 +446,11 @@ CELERY_BEAT_SCHEDULE = {
 # --- Portal ----------------------------------------------------------------------------------
 # A worker heartbeat older than this makes /healthz report the workers as stale.
 PORTAL_WORKER_STALE_AFTER_S = env_int("PORTAL_WORKER_STALE_AFTER_S", 180)
+# A dcgm source's exporter URLs fetched at once by one collection (threads of the worker that
+# runs it): 1,250 exporters answering in 50 ms take 2 s at 32, a minute one after another.
+PORTAL_SCRAPE_CONCURRENCY = env_int("PORTAL_SCRAPE_CONCURRENCY", 32)
+if PORTAL_SCRAPE_CONCURRENCY < 1:
+    raise ImproperlyConfigured("PORTAL_SCRAPE_CONCURRENCY must be at least 1.")
 
 # Logs: one JSON object a line in production (LOG_FORMAT=json), a readable line in development
 # (LOG_FORMAT=text); each carries the request id (X-Request-ID, echoed in the response) or the

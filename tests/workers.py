@@ -6,7 +6,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +28,13 @@ def celery_worker(env: dict[str, str], queue: str) -> Iterator[subprocess.Popen]
             worker.wait(timeout=20)
         except subprocess.TimeoutExpired:
             worker.kill()
+
+
+@contextmanager
+def celery_workers(env: dict[str, str], queue: str, count: int) -> Iterator[list[subprocess.Popen]]:
+    """``count`` solo workers on ``queue``, each a process of its own, as on separate hosts."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(celery_worker(env, queue)) for _ in range(count)]
 
 
 def portal_python(env: dict[str, str], code: str) -> subprocess.CompletedProcess:

@@ -60,6 +60,7 @@ from efficiency.times import portal_day_zone
 
 logger = logging.getLogger(__name__)
 HOURS_PER_BATCH = 48
+NODE_DAYS_LOCK_SPACE = 0x4E4459  # "NDY": first key of the clusters' day-row locks (the second is the id)
 
 
 def rollups_refresh(*, now: datetime | None = None, max_hours: int = 2000) -> int:
@@ -91,7 +92,9 @@ def rollups_refresh(*, now: datetime | None = None, max_hours: int = 2000) -> in
             by_cluster: dict[int, list[datetime]] = defaultdict(list)
             for _, cluster_id, hour in claimed:
                 by_cluster[cluster_id].append(hour)
-            for cluster_id, hours in by_cluster.items():
+            # In the order of the clusters, so that two workers take the clusters' day locks
+            # (``_node_days_refresh``) in the same order and never wait on each other in a circle.
+            for cluster_id, hours in sorted(by_cluster.items()):
                 cluster = Cluster.objects.get(pk=cluster_id)
                 rollup_hours_compute(cluster=cluster, hours=hours, now=now, zone=zone)
         done += len(claimed)
@@ -217,8 +220,17 @@ def _scope_rows(
 
 
 def _node_days_refresh(cluster: Cluster, node_ids: list[int], hours: list[datetime], zone: ZoneInfo) -> None:
-    """Re-sum the NodeDay rows of the portal days (in ``zone``) these hours fall in."""
+    """Re-sum the NodeDay rows of the portal days (in ``zone``) these hours fall in.
+
+    Two workers' batches may end and begin in the same day: on PostgreSQL the cluster's day rows
+    are rewritten by one transaction at a time (a lock held until commit), so the second sums
+    the day after the first has committed its hours, instead of both writing the day's rows
+    from half of its hours (or failing on the unique day row).
+    """
     days = {day_of(hour, zone) for hour in hours}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [NODE_DAYS_LOCK_SPACE, cluster.pk])
     node_days = rollup_node_days(_day_parts(NodeHour.objects.filter(node_id__in=node_ids), days, zone))
     NodeDay.objects.filter(node_id__in=node_ids, day__in=days).delete()
     NodeDay.objects.bulk_create(_node_day_rows(cluster.pk, node_days, zone), batch_size=2000)

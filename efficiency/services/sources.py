@@ -9,7 +9,9 @@ import io
 import logging
 import os
 import subprocess
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -112,8 +114,16 @@ class RunRecorder:
             )
 
 
-def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
+# A source counts as due this long before its interval has passed (beat's pass runs every 15 s).
+DUE_SLACK = timedelta(seconds=5)
+
+
+def source_claim(*, source_id: int, now: datetime, due_only: bool = False) -> DataSource | None:
     """Take the source for this run, unless another worker holds it.
+
+    With ``due_only`` (the periodic collection), also unless its interval has not passed since
+    its last attempt: a pass that queued it again while the queue was backed up, or a message
+    delivered twice, finds it collected already and leaves it.
 
     On PostgreSQL the run also holds a session advisory lock, which the server drops as soon as
     the holder's connection goes: a worker killed half-way (SIGKILL, OOM) leaves ``running_since``
@@ -127,6 +137,11 @@ def source_claim(*, source_id: int, now: datetime) -> DataSource | None:
             if not cursor.fetchone()[0]:
                 return None
         free = Q()
+    if due_only:
+        interval_s = DataSource.objects.filter(pk=source_id).values_list("interval_s", flat=True).first() or 0
+        free &= Q(last_attempt_at__isnull=True) | Q(
+            last_attempt_at__lte=now - timedelta(seconds=interval_s) + DUE_SLACK
+        )
     claimed = DataSource.objects.filter(free, pk=source_id, enabled=True).update(
         running_since=now, last_attempt_at=now
     )
@@ -202,10 +217,13 @@ def source_run_record(source: DataSource, *, now: datetime) -> Iterator[RunRecor
         )
 
 
-def source_collect(*, source_id: int, now: datetime | None = None) -> SourceRun | None:
-    """Collect from one source once; ``None`` when another worker is already on it."""
+def source_collect(
+    *, source_id: int, now: datetime | None = None, due_only: bool = False
+) -> SourceRun | None:
+    """Collect from one source once; ``None`` when another worker is already on it (or, with
+    ``due_only``, when it is not due: see ``source_claim``)."""
     now = now or timezone.now()
-    source = source_claim(source_id=source_id, now=now)
+    source = source_claim(source_id=source_id, now=now, due_only=due_only)
     if source is None:
         return None
     collector = _COLLECTORS.get(source.kind)
@@ -443,9 +461,11 @@ def _flag(config: Mapping, key: str) -> bool:
     return value
 
 
-def _http_get(url: str, *, timeout_s: float, headers: dict | None = None) -> str:
+def _http_get(
+    url: str, *, timeout_s: float, headers: dict | None = None, session: requests.Session | None = None
+) -> str:
     try:
-        response = requests.get(url, timeout=timeout_s, headers=headers or {})
+        response = (session or requests).get(url, timeout=timeout_s, headers=headers or {})
     except requests.RequestException as error:
         raise SourceUnavailable(f"{url}: {type(error).__name__}") from error
     if response.status_code >= 500 or response.status_code == 429:
@@ -477,6 +497,11 @@ def gpu_readings_store(
     return result
 
 
+# Pages stored in one ingest call: each call reads the cluster's node list once and writes one
+# COPY, so a thousand small pages cost a few dozen round trips instead of thousands.
+DCGM_PAGES_PER_STORE = 50
+
+
 def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
     """Scrape each dcgm-exporter URL once; an exporter knows only "now", so no backfill.
 
@@ -484,21 +509,36 @@ def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> N
     5xx, or whose page cannot be stored is marked down with its error in ``state["targets"]``
     and listed among the run's rejections; the other targets are stored all the same. Only a
     run where every target is down fails.
+
+    The pages are fetched concurrently, at most ``PORTAL_SCRAPE_CONCURRENCY`` at a time, so a
+    source of a thousand exporters is scraped within its interval; each page is parsed and
+    stored on this thread (its database connection) as it arrives, while the others download.
     """
     settings_ = source_settings(source)
-    targets: dict[str, dict] = {}
-    failures = []
-    for url, hostname in settings_.targets:
-        error = _scrape_target(
-            source, recorder, now, url=url, hostname=hostname, timeout_s=settings_.timeout_s
-        )
-        targets[url] = {
-            "health": "down" if error else "up",
-            "last_scrape": now.isoformat(),
-            "last_error": error,
-        }
+    errors: dict[str, str] = {}
+    pending: list[_Page] = []
+    for url, hostname, text, error in _dcgm_pages_fetch(settings_):
         if error:
-            failures.append(error)
+            errors[url] = error
+            continue
+        page = _dcgm_page_parse(url, hostname, text, now)
+        if isinstance(page, str):
+            errors[url] = page
+            continue
+        pending.append(page)
+        if len(pending) >= DCGM_PAGES_PER_STORE:
+            errors.update(_dcgm_pages_store(source, recorder, now, pending))
+            pending = []
+    errors.update(_dcgm_pages_store(source, recorder, now, pending))
+    targets = {
+        url: {
+            "health": "down" if url in errors else "up",
+            "last_scrape": now.isoformat(),
+            "last_error": errors.get(url, ""),
+        }
+        for url, _ in settings_.targets
+    }
+    failures = [errors[url] for url in targets if url in errors]
     recorder.state = {**source.state, "targets": targets}
     if failures and len(failures) == len(settings_.targets):
         raise SourceUnavailable("; ".join(failures[:5]))
@@ -508,32 +548,99 @@ def _collect_dcgm(source: DataSource, recorder: RunRecorder, now: datetime) -> N
     recorder.watermark = now
 
 
-def _scrape_target(
-    source: DataSource, recorder: RunRecorder, now: datetime, *, url: str, hostname: str, timeout_s: float
-) -> str:
-    """Scrape and store one exporter; returns "" when it worked, else the target's error."""
+@dataclass
+class _Page:
+    url: str
+    readings: list[GpuReading]
+    rejected: list[Rejected]
+
+
+def _dcgm_pages_fetch(settings_: DcgmSettings) -> Iterator[tuple[str, str, str, str]]:
+    """(url, hostname, page text, error) of every target, in the order the fetches finish.
+
+    Fetches run in a bounded pool of threads, each with its own HTTP session (connections to
+    the same exporter host are reused); nothing here touches the database.
+    """
+    targets = settings_.targets
+    if not targets:
+        return
+    local = threading.local()
+    sessions: list[requests.Session] = []
+
+    def fetch(url: str) -> str:
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = requests.Session()
+            sessions.append(session)
+        return _http_get(url, timeout_s=settings_.timeout_s, session=session)
+
+    workers = max(1, min(settings.PORTAL_SCRAPE_CONCURRENCY, len(targets)))
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dcgm-scrape") as pool:
+            futures = {pool.submit(fetch, url): (url, hostname) for url, hostname in targets}
+            for future in as_completed(futures):
+                url, hostname = futures[future]
+                try:
+                    yield url, hostname, future.result(), ""
+                except (SourceUnavailable, SourceConfigError) as error:
+                    yield url, hostname, "", str(error)
+    finally:
+        for session in sessions:
+            session.close()
+
+
+def _dcgm_page_parse(url: str, hostname: str, text: str, now: datetime) -> "_Page | str":
+    """The page's readings, or its error when it cannot be read at all."""
     from efficiency.collectors.dcgm import gpu_readings_from_exposition
 
     try:
-        text = _http_get(url, timeout_s=timeout_s)
-    except (SourceUnavailable, SourceConfigError) as error:
-        return str(error)
-    try:
-        readings = gpu_readings_from_exposition(
+        parsed = gpu_readings_from_exposition(
             text, scrape_time_ms=int(now.timestamp() * 1000), default_hostname=hostname
         )
-        result = gpu_readings_store(
-            cluster=source.cluster,
-            readings=readings.records,
-            interval_s=source.interval_s,
-            now=now,
-            source=source,
-        )
     except Exception as error:  # one target's bad page must not stop the others
-        logger.exception("dcgm target %s of source %s could not be stored", url, source.pk)
+        logger.exception("dcgm target %s could not be parsed", url)
         return excerpt(f"{url}: {type(error).__name__}: {error}")
-    recorder.add(result, parse_rejected=readings.rejected)
-    return ""
+    return _Page(url=url, readings=list(parsed.records), rejected=list(parsed.rejected))
+
+
+def _dcgm_pages_store(
+    source: DataSource, recorder: RunRecorder, now: datetime, pages: list[_Page]
+) -> dict[str, str]:
+    """Store several pages in one ingest call; returns the errors of pages that could not be stored.
+
+    When the batch fails, it is rolled back and each page is stored alone, so that only the
+    pages at fault are marked down.
+    """
+    if not pages:
+        return {}
+    if len(pages) > 1:
+        try:
+            with transaction.atomic():
+                result = _dcgm_readings_store(source, now, [r for page in pages for r in page.readings])
+        except Exception:
+            logger.info(
+                "a batch of %d dcgm pages of source %s failed; storing them one by one", len(pages), source.pk
+            )
+        else:
+            recorder.add(result, parse_rejected=[r for page in pages for r in page.rejected])
+            return {}
+    errors = {}
+    for page in pages:
+        try:
+            with transaction.atomic():
+                result = _dcgm_readings_store(source, now, page.readings)
+        except Exception as error:  # one target's bad page must not stop the others
+            logger.exception("dcgm target %s of source %s could not be stored", page.url, source.pk)
+            errors[page.url] = excerpt(f"{page.url}: {type(error).__name__}: {error}")
+        else:
+            recorder.add(result, parse_rejected=page.rejected)
+    return errors
+
+
+def _dcgm_readings_store(source: DataSource, now: datetime, readings: list[GpuReading]) -> IngestResult:
+    return gpu_readings_store(
+        cluster=source.cluster, readings=readings, interval_s=source.interval_s, now=now, source=source
+    )
 
 
 def _collect_prometheus(source: DataSource, recorder: RunRecorder, now: datetime) -> None:
@@ -772,7 +879,7 @@ def sources_due(*, now: datetime | None = None) -> list[int]:
     for pk, interval_s, last in DataSource.objects.filter(
         enabled=True, kind__in=list(_COLLECTORS)
     ).values_list("pk", "interval_s", "last_attempt_at"):
-        if last is None or now - last >= timedelta(seconds=interval_s) - timedelta(seconds=5):
+        if last is None or now - last >= timedelta(seconds=interval_s) - DUE_SLACK:
             due.append(pk)
     return due
 

@@ -18,6 +18,7 @@ import time
 
 import pytest
 import redis
+from django.conf import settings
 
 from efficiency.choices import RunStatus, SourceKind
 from efficiency.models import LogChunk, SourceRun
@@ -64,9 +65,9 @@ def test_work_resumes_after_the_broker_restarts_and_nothing_is_lost(transactiona
         env["CELERY_BROKER_URL"] = broker.url
         queue = new_queue("broker-restart")
         client = Client(env, queue)
-        # The broker is the test's own, so its worker also takes the default queue, where beat's
+        # The broker is the test's own, so its worker also takes the collection queue, where beat's
         # collect-due-sources pass sends the collections it queues.
-        with worker_process(env, f"{queue},celery") as worker:
+        with worker_process(env, f"{queue},{settings.PORTAL_QUEUE_COLLECTION}") as worker:
             client.send_each("collect_source_task", [source.pk for source in sources])
             wait_for(lambda: SourceRun.objects.count() >= 3, what="the first collections")
             queued = redis.Redis.from_url(broker.url).llen(queue)

@@ -60,6 +60,8 @@ class Command(BaseCommand):
             "worker": [
                 python, "-m", "celery", "-A", "portal", "--quiet", "worker", "--loglevel", "WARNING",
                 "--concurrency", "2", "--without-gossip", "--without-mingle",
+                # One worker for every queue on this one machine (README: "Workers and queues").
+                "--queues", ",".join(settings.PORTAL_QUEUES),
             ],
             "beat": [
                 python, "-m", "celery", "-A", "portal", "--quiet", "beat", "--loglevel", "WARNING",
