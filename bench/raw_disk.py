@@ -126,7 +126,7 @@ def run(gpus: int, step: int, chunk_count: int) -> None:
     print(f"sample partition of the day: {sample_bytes / 2**20:,.1f} MiB (table + indexes)")
     print(
         f"bytes per sample row: {sample_bytes / rows:,.0f}  beside the row's payload {PAYLOAD_BYTES} B "
-        f"(ratio {sample_bytes / rows / PAYLOAD_BYTES:.2f}: tuple headers, alignment, 3 indexes)"
+        f"(ratio {sample_bytes / rows / PAYLOAD_BYTES:.2f}: tuple headers, alignment, 2 indexes)"
     )
     print(f"disk per GPU per day at a {step} s scrape: {per_gpu_day / 2**20:,.2f} MiB")
     print(

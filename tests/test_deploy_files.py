@@ -32,7 +32,7 @@ DEPLOY = ROOT / "deploy"
 UNITS = DEPLOY / "systemd"
 COMPOSE = DEPLOY / "compose.yaml"
 DOCKERFILE = DEPLOY / "Dockerfile"
-QUEUES = ("collection", "analysis", "notifications")
+QUEUES = ("collection", "analysis", "actions")
 # Each template unit is verified as the instances a host runs.
 UNIT_NAMES = [
     "portal-web.service",
