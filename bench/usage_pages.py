@@ -88,7 +88,7 @@ NODEHOUR_COLUMNS = (
 )
 JOB_COLUMNS = (
     "id, cluster_id, source, external_id, department_id, account, user_name, name, state, gpu_count, "
-    "gpu_model, node_count, submitted_at, started_at, ended_at, framework, config, updated_at"
+    "gpu_milli, gpu_model, node_count, submitted_at, started_at, ended_at, framework, config, updated_at"
 )
 
 RAW_CLUSTER_SQL = (
@@ -185,7 +185,7 @@ class RollupGenerator:
                 busy[h] += used
                 job_count[h] += 1
                 self.job_hour_rows.write(
-                    f"{job_id}\t{self.hour_texts[h]}\t{department_id}\t{held:.1f}\t{used:.1f}\n"
+                    f"{job_id}\t{self.hour_texts[h]}\t{department_id}\t{held:.1f}\t{used:.1f}\t{used * 0.7:.1f}\n"
                 )
                 self.counts["job_hours"] += 1
             self._job(job_id, node_id, department_id, department_code, job_gpus, gpu_model, start, end)
@@ -248,7 +248,7 @@ class RollupGenerator:
             ended = (self.first_hour + timedelta(hours=end_h)).isoformat()
         self.job_rows.write(
             f"{job_id}\t{self.cluster_id}\tslurm\t{job_id}\t{department_id}\t{department_code}\t"
-            f"u{rng.randrange(200):03d}\ttrain-{department_code}-{job_id}\t{state}\t{gpus}\t{gpu_model}\t1\t"
+            f"u{rng.randrange(200):03d}\ttrain-{department_code}-{job_id}\t{state}\t{gpus}\t{gpus * 1000}\t{gpu_model}\t1\t"
             f"{submitted.isoformat()}\t{started.isoformat()}\t{ended}\tpytorch\t{{}}\t{self.now.isoformat()}\n"
         )
         self.job_node_rows.write(f"{job_id}\t{node_id}\n")
@@ -383,7 +383,8 @@ def dataset_generate(
             )
             _copy(
                 cursor,
-                "COPY efficiency_jobhour (job_id, hour, department_id, allocated_gpu_s, busy_gpu_s) "
+                "COPY efficiency_jobhour "
+                "(job_id, hour, department_id, allocated_gpu_s, busy_gpu_s, sm_active_busy_gpu_s) "
                 "FROM STDIN",
                 generator.job_hour_rows,
             )
