@@ -47,7 +47,10 @@ def _has_text(value) -> bool:
     if isinstance(value, str):
         return True
     if isinstance(value, (list, tuple)):
-        return any(_has_text(item) for item in value)
+        # Strings first: a long array of times or numbers is scanned once, without a call per item.
+        return any(isinstance(item, str) for item in value) or any(
+            _has_text(item) for item in value if isinstance(item, (list, tuple))
+        )
     return False
 
 
@@ -74,8 +77,8 @@ def escape_data_labels(figure: go.Figure) -> go.Figure:
 
 def _theme_layout(*, title: str, height_px: int) -> dict:
     """The layout every chart shares (``apply_theme`` and ``themed`` set the same)."""
-    return dict(
-        title={
+    return {
+        "title": {
             "text": title,
             "font": {"size": TITLE_FONT_SIZE_PX},
             "x": 0,
@@ -89,13 +92,13 @@ def _theme_layout(*, title: str, height_px: int) -> dict:
             "automargin": True,
             "pad": {"t": 6, "b": 14, "l": 4},
         },
-        font={"family": FONT_FAMILY, "size": FONT_SIZE_PX},
-        colorway=COLORWAY,
-        height=height_px,
-        margin={"l": 60, "r": 20, "t": 10, "b": 10},
+        "font": {"family": FONT_FAMILY, "size": FONT_SIZE_PX},
+        "colorway": COLORWAY,
+        "height": height_px,
+        "margin": {"l": 60, "r": 20, "t": 10, "b": 10},
         # At the bottom of the container: its rows (a long legend wraps) are reserved below the
         # x axis, whose tick labels push their own margin.
-        legend={
+        "legend": {
             "orientation": "h",
             "xref": "paper",
             "x": 0,
@@ -106,9 +109,9 @@ def _theme_layout(*, title: str, height_px: int) -> dict:
             # A long legend on a narrow screen scrolls rather than squeezing the plot away.
             "maxheight": LEGEND_MAX_HEIGHT_SHARE,
         },
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-    )
+        "plot_bgcolor": "white",
+        "paper_bgcolor": "white",
+    }
 
 
 X_AXIS_THEME = {"showgrid": False, "automargin": True}
