@@ -783,6 +783,7 @@ def run(args: argparse.Namespace) -> None:
                 results[(node_count, days, label)] = measure
                 lines.append(report_line(node_count, days, measure))
                 print(lines[-1], flush=True)
+                print(f"  own SQL: {own_sql_line(node_count, days, measure).strip()}", flush=True)
 
     print(f"\nServer time (Django test client, {args.repeat} runs after {args.warmup} warm-ups), PostgreSQL:")
     for line in lines:
