@@ -9,6 +9,7 @@ chart taller when its title, legend and tick labels leave the plot too little ro
 
 import html
 from collections.abc import Sequence
+from functools import cache
 
 import plotly.graph_objects as go
 from django.utils.translation import gettext as _
@@ -46,7 +47,10 @@ def _has_text(value) -> bool:
     if isinstance(value, str):
         return True
     if isinstance(value, (list, tuple)):
-        return any(_has_text(item) for item in value)
+        # Strings first: a long array of times or numbers is scanned once, without a call per item.
+        return any(isinstance(item, str) for item in value) or any(
+            _has_text(item) for item in value if isinstance(item, (list, tuple))
+        )
     return False
 
 
@@ -71,10 +75,10 @@ def escape_data_labels(figure: go.Figure) -> go.Figure:
     return figure
 
 
-def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Figure:
-    escape_data_labels(figure)
-    figure.update_layout(
-        title={
+def _theme_layout(*, title: str, height_px: int) -> dict:
+    """The layout every chart shares (``apply_theme`` and ``themed`` set the same)."""
+    return {
+        "title": {
             "text": title,
             "font": {"size": TITLE_FONT_SIZE_PX},
             "x": 0,
@@ -88,13 +92,13 @@ def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Fi
             "automargin": True,
             "pad": {"t": 6, "b": 14, "l": 4},
         },
-        font={"family": FONT_FAMILY, "size": FONT_SIZE_PX},
-        colorway=COLORWAY,
-        height=height_px,
-        margin={"l": 60, "r": 20, "t": 10, "b": 10},
+        "font": {"family": FONT_FAMILY, "size": FONT_SIZE_PX},
+        "colorway": COLORWAY,
+        "height": height_px,
+        "margin": {"l": 60, "r": 20, "t": 10, "b": 10},
         # At the bottom of the container: its rows (a long legend wraps) are reserved below the
         # x axis, whose tick labels push their own margin.
-        legend={
+        "legend": {
             "orientation": "h",
             "xref": "paper",
             "x": 0,
@@ -105,25 +109,118 @@ def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Fi
             # A long legend on a narrow screen scrolls rather than squeezing the plot away.
             "maxheight": LEGEND_MAX_HEIGHT_SHARE,
         },
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-    )
-    figure.update_xaxes(showgrid=False, automargin=True)
-    figure.update_yaxes(gridcolor=GRID_COLOR, automargin=True, rangemode="tozero")
+        "plot_bgcolor": "white",
+        "paper_bgcolor": "white",
+    }
+
+
+X_AXIS_THEME = {"showgrid": False, "automargin": True}
+Y_AXIS_THEME = {"gridcolor": GRID_COLOR, "automargin": True, "rangemode": "tozero"}
+
+
+def _no_data_annotation() -> dict:
+    # Plotly draws bare axes from -1 to 6 for no data: say so instead.
+    return {
+        "text": _("No data in this range"),
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0.5,
+        "y": 0.5,
+        "showarrow": False,
+        "font": {"size": TITLE_FONT_SIZE_PX, "color": "#6b7280"},
+    }
+
+
+def apply_theme(figure: go.Figure, *, title: str, height_px: int = 420) -> go.Figure:
+    escape_data_labels(figure)
+    figure.update_layout(**_theme_layout(title=title, height_px=height_px))
+    figure.update_xaxes(**X_AXIS_THEME)
+    figure.update_yaxes(**Y_AXIS_THEME)
     if not has_points(figure):
-        # Plotly draws bare axes from -1 to 6 for no data: say so instead.
         figure.update_xaxes(visible=False)
         figure.update_yaxes(visible=False)
-        figure.add_annotation(
-            text=_("No data in this range"),
-            xref="paper",
-            yref="paper",
-            x=0.5,
-            y=0.5,
-            showarrow=False,
-            font={"size": TITLE_FONT_SIZE_PX, "color": "#6b7280"},
-        )
+        figure.add_annotation(**_no_data_annotation())
     return figure
+
+
+# Figures as plain dicts: what the page sends to plotly.js, built without plotly.py's objects.
+# Building a chart with plotly.graph_objects validated every property and copied every array
+# several times: most of a usage page's server time. The dict is the same figure (the same JSON
+# as ``go.Figure(...).to_plotly_json()`` gives, template included); tests/charts pass every
+# builder's dict through ``go.Figure`` to validate it, once, instead of on every request.
+
+
+@cache
+def plotly_template() -> dict:
+    """The layout template ``go.Figure()`` applies (plotly.io's default), as a dict; built once."""
+    import plotly.io as pio
+
+    return pio.templates[pio.templates.default].to_plotly_json()
+
+
+def figure_dict(data: list[dict], **layout) -> dict:
+    """A figure as plotly.js takes it: ``{"data": [...], "layout": {...}}`` with the template."""
+    return {"data": data, "layout": {"template": plotly_template(), **layout}}
+
+
+def merge(target: dict, updates: dict) -> dict:
+    """Set ``updates`` into ``target``, merging nested dicts as plotly's ``update_layout`` does."""
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = value
+    return target
+
+
+def axes(figure: dict, letter: str) -> list[dict]:
+    """Every ``xaxis``/``yaxis``… of ``figure``'s layout (``letter`` "x" or "y"), the first one
+    created when missing, as ``update_xaxes`` finds them."""
+    layout = figure["layout"]
+    layout.setdefault(f"{letter}axis", {})
+    return [
+        axis
+        for name, axis in layout.items()
+        if name == f"{letter}axis" or (name.startswith(f"{letter}axis") and name[5:].isdigit())
+    ]
+
+
+def update_axes(figure: dict, letter: str, **properties) -> dict:
+    for axis in axes(figure, letter):
+        merge(axis, properties)
+    return figure
+
+
+def themed(figure: dict, *, title: str, height_px: int = 420) -> dict:
+    """``apply_theme`` for a figure dict: the same title, font, legend, axes and no-data text."""
+    for trace in figure["data"]:
+        for prop in DATA_TEXT_PROPERTIES:
+            value = trace.get(prop)
+            if value is not None and _has_text(value):
+                trace[prop] = _plain_values(value)
+    for letter in ("x", "y"):
+        for axis in axes(figure, letter):
+            for prop in ("categoryarray", "tickvals"):
+                if axis.get(prop) is not None and _has_text(axis[prop]):
+                    axis[prop] = _plain_values(axis[prop])
+    merge(figure["layout"], _theme_layout(title=title, height_px=height_px))
+    update_axes(figure, "x", **X_AXIS_THEME)
+    update_axes(figure, "y", **Y_AXIS_THEME)
+    if not dict_has_points(figure):
+        update_axes(figure, "x", visible=False)
+        update_axes(figure, "y", visible=False)
+        figure["layout"].setdefault("annotations", []).append(_no_data_annotation())
+    return figure
+
+
+def dict_has_points(figure: dict) -> bool:
+    """``has_points`` of a figure dict."""
+    for trace in figure["data"]:
+        for attribute in ("y", "x", "z", "values"):
+            values = trace.get(attribute)
+            if values is not None and any(_present(value) for value in values):
+                return True
+    return False
 
 
 def has_points(figure: go.Figure) -> bool:

@@ -1,17 +1,20 @@
 """Charts of GPU usage: water level, utilization trends, GPU-hours, departments, node classes, heatmaps.
 
-Every builder takes plain data and already translated text, and returns a themed Plotly figure.
+Every builder takes plain data and already translated text, and returns a themed figure: the
+pages' charts as plain dicts (``{"data": [...], "layout": {...}}``, what plotly.js draws; see
+``theme.figure_dict``), the job chart, on one job's page, as a Plotly figure.
 Times are passed to Plotly as given. Plotly.js ignores the UTC offset in a date string and shows the
 wall-clock time as written, so callers convert times to the display time zone first.
 """
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import cache
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from efficiency.charts.theme import GRID_COLOR, apply_theme
+from efficiency.charts.theme import GRID_COLOR, apply_theme, figure_dict, themed, update_axes
 from efficiency.charts.toolkit import (
     ALLOCATED_COLOR,
     BUSY_COLOR,
@@ -55,39 +58,42 @@ def water_level_figure(
     allocated_label: str,
     total_label: str,
     axis_label: str,
-) -> go.Figure:
+) -> dict:
     """The water level: GPUs allocated (filled area) under the GPUs available (line), over time.
 
     Both series are drawn as steps, because each value holds for its whole bucket.
     """
     check_lengths("times", times, {"allocated_gpus": allocated_gpus, "total_gpus": total_gpus})
     hover = "%{y:,.1~f} " + axis_label
-    figure = go.Figure(
+    figure = figure_dict(
         [
-            go.Scatter(
-                name=allocated_label,
-                x=list(times),
-                y=list(allocated_gpus),
-                mode="lines",
-                line={"shape": "hv", "width": 0, "color": BUSY_COLOR},
-                fill="tozeroy",
-                connectgaps=False,
-                hovertemplate=hover_line(allocated_label, hover),
-            ),
-            go.Scatter(
-                name=total_label,
-                x=list(times),
-                y=list(total_gpus),
-                mode="lines",
-                line={"shape": "hv", "width": 3, "color": OWNED_COLOR},
-                connectgaps=False,
-                hovertemplate=hover_line(total_label, hover),
-            ),
-        ]
+            {
+                "type": "scatter",
+                "name": allocated_label,
+                "x": list(times),
+                "y": list(allocated_gpus),
+                "mode": "lines",
+                "line": {"shape": "hv", "width": 0, "color": BUSY_COLOR},
+                "fill": "tozeroy",
+                "connectgaps": False,
+                "hovertemplate": hover_line(allocated_label, hover),
+            },
+            {
+                "type": "scatter",
+                "name": total_label,
+                "x": list(times),
+                "y": list(total_gpus),
+                "mode": "lines",
+                "line": {"shape": "hv", "width": 3, "color": OWNED_COLOR},
+                "connectgaps": False,
+                "hovertemplate": hover_line(total_label, hover),
+            },
+        ],
+        hovermode="x unified",
+        showlegend=True,
+        yaxis={"title": {"text": axis_label}},
     )
-    figure.update_layout(hovermode="x unified", showlegend=True)
-    figure.update_yaxes(title_text=axis_label)
-    return apply_theme(figure, title=title)
+    return themed(figure, title=title)
 
 
 def utilization_trend_figure(
@@ -96,28 +102,30 @@ def utilization_trend_figure(
     *,
     title: str,
     axis_label: str,
-) -> go.Figure:
+) -> dict:
     """One line per named series of percentages (0-100); a None value leaves a gap in its line."""
     check_lengths("times", times, series)
-    figure = go.Figure(
+    figure = figure_dict(
         [
-            go.Scatter(
-                name=name,
-                x=list(times),
-                y=list(values),
-                mode="lines",
-                line={"width": 3},
-                connectgaps=False,
+            {
+                "type": "scatter",
+                "name": name,
+                "x": list(times),
+                "y": list(values),
+                "mode": "lines",
+                "line": {"width": 3},
+                "connectgaps": False,
                 # A line at exactly 100% sits on the plot edge: let it draw in full.
-                cliponaxis=False,
-                hovertemplate=hover_line(name, "%{y:.1f}%"),
-            )
+                "cliponaxis": False,
+                "hovertemplate": hover_line(name, "%{y:.1f}%"),
+            }
             for name, values in series.items()
-        ]
+        ],
+        hovermode="x unified",
+        showlegend=True,
+        yaxis={"title": {"text": axis_label}, "range": list(PERCENT_RANGE), "ticksuffix": "%"},
     )
-    figure.update_layout(hovermode="x unified", showlegend=True)
-    figure.update_yaxes(title_text=axis_label, range=PERCENT_RANGE, ticksuffix="%")
-    return apply_theme(figure, title=title)
+    return themed(figure, title=title)
 
 
 def gpu_hours_figure(
@@ -131,40 +139,46 @@ def gpu_hours_figure(
     allocated_label: str,
     busy_label: str,
     axis_label: str,
-) -> go.Figure:
+) -> dict:
     """GPU-hours per bucket: owned as a line, allocated and busy as overlaid bars, busy in front."""
     check_lengths("times", times, {"owned": owned, "allocated": allocated, "busy": busy})
     hover = "%{y:,.1~f} " + axis_label
-    figure = go.Figure(
+    figure = figure_dict(
         [
-            go.Scatter(
-                name=owned_label,
-                x=list(times),
-                y=list(owned),
-                mode="lines",
-                line={"shape": "hvh", "width": 3, "color": OWNED_COLOR},
-                hovertemplate=hover_line(owned_label, hover),
-            ),
+            {
+                "type": "scatter",
+                "name": owned_label,
+                "x": list(times),
+                "y": list(owned),
+                "mode": "lines",
+                "line": {"shape": "hvh", "width": 3, "color": OWNED_COLOR},
+                "hovertemplate": hover_line(owned_label, hover),
+            },
             # Overlaid bars are drawn in trace order, so busy (a part of allocated) comes last.
-            go.Bar(
-                name=allocated_label,
-                x=list(times),
-                y=list(allocated),
-                marker={"color": ALLOCATED_COLOR},
-                hovertemplate=hover_line(allocated_label, hover),
-            ),
-            go.Bar(
-                name=busy_label,
-                x=list(times),
-                y=list(busy),
-                marker={"color": BUSY_COLOR},
-                hovertemplate=hover_line(busy_label, hover),
-            ),
-        ]
+            {
+                "type": "bar",
+                "name": allocated_label,
+                "x": list(times),
+                "y": list(allocated),
+                "marker": {"color": ALLOCATED_COLOR},
+                "hovertemplate": hover_line(allocated_label, hover),
+            },
+            {
+                "type": "bar",
+                "name": busy_label,
+                "x": list(times),
+                "y": list(busy),
+                "marker": {"color": BUSY_COLOR},
+                "hovertemplate": hover_line(busy_label, hover),
+            },
+        ],
+        barmode="overlay",
+        bargap=0.15,
+        hovermode="x unified",
+        showlegend=True,
+        yaxis={"title": {"text": axis_label}},
     )
-    figure.update_layout(barmode="overlay", bargap=0.15, hovermode="x unified", showlegend=True)
-    figure.update_yaxes(title_text=axis_label)
-    return apply_theme(figure, title=title)
+    return themed(figure, title=title)
 
 
 def department_utilization_figure(
@@ -176,37 +190,40 @@ def department_utilization_figure(
     utilization_label: str,
     allocation_label: str,
     axis_label: str,
-) -> go.Figure:
+) -> dict:
     """Horizontal grouped bars per department, first department on top, each bar labelled ("45%").
 
     A None value draws no bar and no label.
     """
     check_lengths("names", names, {"utilization_pct": utilization_pct, "allocation_pct": allocation_pct})
-    figure = go.Figure(
+    figure = figure_dict(
         [
-            go.Bar(
-                name=label,
-                y=list(names),
-                x=list(values),
-                orientation="h",
-                text=[percent_text(value) for value in values],
-                textposition="auto",
-                cliponaxis=False,
-                hovertemplate="%{y}<br>" + hover_line(label, "%{x:.1f}%"),
-            )
+            {
+                "type": "bar",
+                "name": label,
+                "y": list(names),
+                "x": list(values),
+                "orientation": "h",
+                "text": [percent_text(value) for value in values],
+                "textposition": "auto",
+                "cliponaxis": False,
+                "hovertemplate": "%{y}<br>" + hover_line(label, "%{x:.1f}%"),
+            }
             for label, values in ((utilization_label, utilization_pct), (allocation_label, allocation_pct))
-        ]
+        ],
+        barmode="group",
+        bargap=0.25,
+        bargroupgap=0.05,
+        showlegend=True,
+        xaxis={"title": {"text": axis_label}, "range": list(PERCENT_RANGE), "ticksuffix": "%"},
+        # Categories run bottom-up by default; reverse so the list reads top-down in the given order.
+        yaxis={"autorange": "reversed"},
     )
-    figure.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05, showlegend=True)
-    figure.update_xaxes(title_text=axis_label, range=PERCENT_RANGE, ticksuffix="%")
-    # Categories run bottom-up by default; reverse so the list reads top-down in the given order.
-    figure.update_yaxes(autorange="reversed")
     height_px = clamp_height(DEPARTMENT_CHROME_PX + DEPARTMENT_ROW_PX * len(names))
-    figure = apply_theme(figure, title=title, height_px=height_px)
+    figure = themed(figure, title=title, height_px=height_px)
     # The theme assumes vertical values; here x carries them, so the grid moves to x.
-    figure.update_xaxes(gridcolor=GRID_COLOR, showgrid=True)
-    figure.update_yaxes(showgrid=False)
-    return figure
+    update_axes(figure, "x", gridcolor=GRID_COLOR, showgrid=True)
+    return update_axes(figure, "y", showgrid=False)
 
 
 def node_class_figure(
@@ -215,7 +232,7 @@ def node_class_figure(
     title: str,
     class_labels: Mapping[str, str],
     axis_label: str,
-) -> go.Figure:
+) -> dict:
     """Bars of node counts per class (idle, hot, fluctuating, steady, then any other), with shares.
 
     When ``counts`` is not empty the four known classes are always shown, with 0 for an absent one,
@@ -227,22 +244,34 @@ def node_class_figure(
     values = [counts.get(key, 0) for key in classes]
     total = sum(values)
     shares = [_share_text(value, total) for value in values]
-    figure = go.Figure(
-        go.Bar(
-            name=title,
-            x=[class_labels.get(key, key) for key in classes],
-            y=values,
-            marker={"color": [NODE_CLASS_COLORS.get(key, OTHER_NODE_CLASS_COLOR) for key in classes]},
-            text=[f"{value} · {share}" for value, share in zip(values, shares, strict=True)],
-            textposition="outside",
-            cliponaxis=False,
-            customdata=shares,
-            hovertemplate="%{x}<br>%{y} " + axis_label + " · %{customdata}<extra></extra>",
-        )
+    figure = figure_dict(
+        [
+            {
+                "type": "bar",
+                "name": title,
+                "x": [class_labels.get(key, key) for key in classes],
+                "y": values,
+                "marker": {"color": [NODE_CLASS_COLORS.get(key, OTHER_NODE_CLASS_COLOR) for key in classes]},
+                "text": [f"{value} · {share}" for value, share in zip(values, shares, strict=True)],
+                "textposition": "outside",
+                "cliponaxis": False,
+                "customdata": shares,
+                "hovertemplate": "%{x}<br>%{y} " + axis_label + " · %{customdata}<extra></extra>",
+            }
+        ],
+        showlegend=False,
+        yaxis={"title": {"text": axis_label}},
     )
-    figure.update_layout(showlegend=False)
-    figure.update_yaxes(title_text=axis_label)
-    return apply_theme(figure, title=title)
+    return themed(figure, title=title)
+
+
+@cache
+def _heatmap_colorscale() -> list[list]:
+    """HEATMAP_COLORSCALE as the [position, colour] pairs Plotly's validator writes for it."""
+    from plotly.colors import sequential
+
+    colors = getattr(sequential, HEATMAP_COLORSCALE)
+    return [[index / (len(colors) - 1), color] for index, color in enumerate(colors)]
 
 
 def heatmap_figure(
@@ -253,7 +282,7 @@ def heatmap_figure(
     title: str,
     colorbar_label: str,
     missing_label: str,
-) -> go.Figure:
+) -> dict:
     """Node x time utilization heatmap (0-100%), first row on top; missing cells are grey.
 
     ``values_pct[i][j]`` is row ``i`` at ``times[j]``. The height grows with the number of rows.
@@ -266,38 +295,39 @@ def heatmap_figure(
     # No per-cell hover text: a department of 200 nodes over a week is ~35k cells, and a text per
     # cell doubled the page and the time to build it. Missing cells stay grey (the plot
     # background), and a grey square in the legend says what grey means.
-    figure = go.Figure(
+    figure = figure_dict(
         [
-            go.Heatmap(
-                name=title,
-                x=list(times),
-                y=list(row_labels),
-                z=[list(row) for row in values_pct],
-                zmin=PERCENT_RANGE[0],
-                zmax=PERCENT_RANGE[1],
-                colorscale=HEATMAP_COLORSCALE,
-                colorbar={"title": {"text": colorbar_label}, "ticksuffix": "%"},
-                hoverongaps=False,
-                hovertemplate="%{y}<br>%{x}<br>%{z:.1f}%<extra></extra>",
-            ),
-            go.Scatter(
-                name=missing_label,
-                x=[None],
-                y=[None],
-                mode="markers",
-                marker={"symbol": "square", "size": 14, "color": HEATMAP_MISSING_COLOR},
-                showlegend=True,
-                hoverinfo="skip",
-            ),
-        ]
+            {
+                "type": "heatmap",
+                "name": title,
+                "x": list(times),
+                "y": list(row_labels),
+                "z": [list(row) for row in values_pct],
+                "zmin": PERCENT_RANGE[0],
+                "zmax": PERCENT_RANGE[1],
+                "colorscale": _heatmap_colorscale(),
+                "colorbar": {"title": {"text": colorbar_label}, "ticksuffix": "%"},
+                "hoverongaps": False,
+                "hovertemplate": "%{y}<br>%{x}<br>%{z:.1f}%<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "name": missing_label,
+                "x": [None],
+                "y": [None],
+                "mode": "markers",
+                "marker": {"symbol": "square", "size": 14, "color": HEATMAP_MISSING_COLOR},
+                "showlegend": True,
+                "hoverinfo": "skip",
+            },
+        ],
+        showlegend=True,
+        yaxis={"autorange": "reversed", "type": "category"},
     )
-    figure.update_layout(showlegend=True)
-    figure.update_yaxes(autorange="reversed", type="category")
     height_px = clamp_height(HEATMAP_CHROME_PX + HEATMAP_ROW_PX * len(row_labels))
-    figure = apply_theme(figure, title=title, height_px=height_px)
-    figure.update_layout(plot_bgcolor=HEATMAP_MISSING_COLOR)
-    figure.update_yaxes(showgrid=False)
-    return figure
+    figure = themed(figure, title=title, height_px=height_px)
+    figure["layout"]["plot_bgcolor"] = HEATMAP_MISSING_COLOR
+    return update_axes(figure, "y", showgrid=False)
 
 
 def job_timeseries_figure(

@@ -237,13 +237,7 @@ def department_heatmap(
     starts = {
         day: days.day_start(day, zone) for day in days.days_covering(time_range.start, time_range.end, zone)
     }
-    return _heatmap(
-        (
-            (host, starts.get(day) or days.day_start(day, zone), sampled, busy)
-            for host, day, sampled, busy in rows
-        ),
-        block_hours=1,
-    )
+    return _heatmap(rows, block_hours=1, time_of=lambda day: starts.get(day) or days.day_start(day, zone))
 
 
 def _hourly_heatmap(user: User, department: Department, time_range: TimeRange, max_cells: int) -> Heatmap:
@@ -267,11 +261,9 @@ def _hourly_heatmap(user: User, department: Department, time_range: TimeRange, m
         rows = cursor.fetchall()
     hostnames = dict(Node.objects.filter(pk__in={row[0] for row in rows}).values_list("pk", "hostname"))
     return _heatmap(
-        (
-            (hostnames[node_id], time_range.start + timedelta(hours=int(index) * block), sampled, busy)
-            for node_id, index, sampled, busy in rows
-        ),
+        ((hostnames[node_id], index, sampled, busy) for node_id, index, sampled, busy in rows),
         block_hours=block,
+        time_of=lambda index: time_range.start + timedelta(hours=int(index) * block),
     )
 
 
@@ -289,19 +281,21 @@ def _block_index_sql() -> str:
     return f"(({_epoch_sql()} - %s) / %s)"  # integer division: floor for values >= 0
 
 
-def _heatmap(cells, *, block_hours: int) -> Heatmap:
-    """Build the matrix from (hostname, time, sampled GPU-s, busy GPU-s) cells."""
-    sums: dict[str, dict[datetime, tuple[float, float]]] = defaultdict(dict)
-    for hostname, when, sampled, busy in cells:
-        sums[hostname][when] = (sampled or 0.0, busy or 0.0)
-    nodes = sorted(sums)
-    times = sorted({when for node_cells in sums.values() for when in node_cells})
+def _heatmap(cells, *, block_hours: int, time_of) -> Heatmap:
+    """Build the matrix from (hostname, column key, sampled GPU-s, busy GPU-s) cells; a column's
+    time is ``time_of(key)`` (a day, a block number), worked out once per column, not per cell.
 
-    def value(node: str, when: datetime) -> float | None:
-        sampled, busy = sums[node].get(when, (0.0, 0.0))
-        return round(min(busy / sampled, 1.0) * 100, 1) if sampled > 0 else None
-
-    return Heatmap(nodes, times, [[value(node, t) for t in times] for node in nodes], block_hours)
+    A cell's value is its busy share of the sampled time (%, at most 100); None where nothing
+    was sampled or there is no row."""
+    values: dict[str, dict] = defaultdict(dict)
+    for hostname, key, sampled, busy in cells:
+        values[hostname][key] = (
+            round(min((busy or 0.0) / sampled, 1.0) * 100, 1) if sampled and sampled > 0 else None
+        )
+    nodes = sorted(values)
+    keys = sorted(set().union(*values.values()))
+    matrix = [list(map(values[node].get, keys)) for node in nodes]
+    return Heatmap(nodes, [time_of(key) for key in keys], matrix, block_hours)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ labels reach the figure escaped, and unescaped they are the names as given."""
 import html
 from datetime import UTC, datetime, timedelta
 
+import plotly.graph_objects as go
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,16 +31,17 @@ def _builders(labels: list[str]):
         ),
         "ettr": ettr_figure(labels, [50.0] * n, title="ETTR", axis_label="%"),
         "count bar": count_bar_figure(labels, [1] * n, title="Count", axis_label="n"),
-        "department utilization": department_utilization_figure(
+        # The usage builders give the page's figure dict: read it through Plotly's objects.
+        "department utilization": go.Figure(department_utilization_figure(
             labels, [10.0] * n, [20.0] * n, title="U", utilization_label="u", allocation_label="a",
             axis_label="%",
-        ),
-        "heatmap": heatmap_figure(
+        )),
+        "heatmap": go.Figure(heatmap_figure(
             labels, times, [[5.0] * 3 for _ in labels], title="H", colorbar_label="%", missing_label="-"
-        ),
-        "utilization trend": utilization_trend_figure(
+        )),
+        "utilization trend": go.Figure(utilization_trend_figure(
             times, {label: [1.0] * 3 for label in labels}, title="T", axis_label="%"
-        ),
+        )),
         "quota use": quota_use_figure(
             labels, [1.0] * n, [1.0] * n, [0.0] * n, title="Q", guaranteed_label="g", used_label="u",
             borrowed_label="b", axis_label="GPUs",

@@ -2,9 +2,15 @@
 
 from datetime import UTC, datetime
 
+import plotly.graph_objects as go
 from django.utils import translation
 
-from efficiency.charts.usage import utilization_trend_figure
+from efficiency.charts import usage
+
+
+def utilization_trend_figure(*args, **kwargs) -> go.Figure:
+    # The page's figure dict, validated and read back through Plotly's objects.
+    return go.Figure(usage.utilization_trend_figure(*args, **kwargs))
 
 
 def _texts(figure) -> list[str]:

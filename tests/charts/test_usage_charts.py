@@ -1,4 +1,8 @@
-"""Usage chart builders are pure: plain data in, a Plotly figure out, no database."""
+"""Usage chart builders are pure: plain data in, a figure out, no database.
+
+The pages' builders return the figure as a plain dict (what plotly.js draws); every test passes
+it through ``go.Figure``, which validates each property as plotly.py did on every request before,
+and reads it back through Plotly's objects."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -6,18 +10,26 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
+from efficiency.charts import usage as usage_charts
 from efficiency.charts.toolkit import MAX_HEIGHT_PX, MIN_HEIGHT_PX
-from efficiency.charts.usage import (
-    HEATMAP_MISSING_COLOR,
-    NODE_CLASS_COLORS,
-    department_utilization_figure,
-    gpu_hours_figure,
-    heatmap_figure,
-    job_timeseries_figure,
-    node_class_figure,
-    utilization_trend_figure,
-    water_level_figure,
-)
+from efficiency.charts.usage import HEATMAP_MISSING_COLOR, NODE_CLASS_COLORS, job_timeseries_figure
+
+
+def validated(builder):
+    """``builder`` whose figure dict is checked by Plotly's validators (a bad property raises)."""
+
+    def build(*args, **kwargs) -> go.Figure:
+        return go.Figure(builder(*args, **kwargs))
+
+    return build
+
+
+department_utilization_figure = validated(usage_charts.department_utilization_figure)
+gpu_hours_figure = validated(usage_charts.gpu_hours_figure)
+heatmap_figure = validated(usage_charts.heatmap_figure)
+node_class_figure = validated(usage_charts.node_class_figure)
+utilization_trend_figure = validated(usage_charts.utilization_trend_figure)
+water_level_figure = validated(usage_charts.water_level_figure)
 
 START = datetime(2024, 3, 4, 0, 0, tzinfo=UTC)
 TIMES = [START + timedelta(hours=hour) for hour in range(3)]
