@@ -12,11 +12,11 @@ we map; samples of other metrics are ignored without being looked at.
 
 import gc
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from efficiency.collectors.exposition import (
-    _METRIC_NAME_RE,
     MAX_LINE_CHARS,
     _parse_labels_fast,
     parse_exposition,
@@ -272,52 +272,69 @@ def gpu_readings_from_exposition(
     return outcome
 
 
+# One sample line of the common shape, ``NAME{LABELS} VALUE``, found by one compiled pattern over
+# the whole page rather than a loop of string calls per line. The groups are exactly the slices
+# the general parser takes: the name up to the first '{', the labels up to the last '}' (the
+# value may hold no '}'), one space, and a value with no space or '_' (the reference refuses
+# '_' between digits; a space means a timestamp, which the general path handles). Name and value
+# are bounded so that, with the label text checked once per distinct text, no line the pattern
+# takes can be longer than MAX_LINE_CHARS.
+_MAX_NAME_CHARS = 1000
+_MAX_VALUE_CHARS = 400
+_MAX_LABEL_TEXT_CHARS = MAX_LINE_CHARS - _MAX_NAME_CHARS - _MAX_VALUE_CHARS - 3
+# Each match starts at the newline before its line ('\n' + page is searched, so the first line has
+# one too): a pattern that begins with a literal is found by a fast scan, where '^' with
+# MULTILINE is tried at every character.
+_COMMON_LINE_RE = re.compile(
+    rf"\n([a-zA-Z_:][a-zA-Z0-9_:]{{0,{_MAX_NAME_CHARS - 1}}})"  # the name
+    r"\{([^\n]*)\} "  # the labels, up to the last '}'
+    rf"([^ \n}}_]{{1,{_MAX_VALUE_CHARS}}})(?=\n|\Z)"  # the value
+)
+# The start of every line that is neither empty nor a comment (in '\n' + page): the page takes
+# the single pass only if each of those lines is one the pattern above matched.
+_SAMPLE_LINE_START_RE = re.compile(r"\n[^#\n]")
+_LABELS_ONLY = object()  # a label text checked by a metric we do not map: no GPU draft yet
+
+
 def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> ParseOutcome[GpuReading] | None:
     """The common case of ``gpu_readings_from_exposition``; None as soon as a line is unusual."""
+    page = "\n" + text
+    lines = _COMMON_LINE_RE.findall(page)
+    if len(lines) != len(_SAMPLE_LINE_START_RE.findall(page)):
+        return None  # some sample line has another shape (a timestamp, a bad value, ...)
     drafts: dict[tuple[str, int, str], _Draft] = {}
-    by_label_text: dict[str, _Draft] = {}
-    plain_labels: set[str] = set()
+    # Label text → the GPU's draft (or _LABELS_ONLY): every metric of a GPU repeats one text.
+    by_label_text: dict[str, object] = {}
     metrics: dict[str, str | None] = {}
     gauges = _GAUGES
     blank = DCGM_INT32_BLANK
-    for line in text.split("\n"):
-        if not line or line[0] == "#":
-            continue
-        brace = line.find("{")
-        close = line.rfind("}")
-        if not (0 < brace < close and line.startswith(" ", close + 1) and len(line) <= MAX_LINE_CHARS):
-            return None
-        name = line[:brace]
-        metric = metrics.get(name, _UNSEEN)
-        if metric is _UNSEEN:
-            if _METRIC_NAME_RE.match(name) is None:
-                return None
-            upper = name.upper()
-            metric = metrics[name] = upper if upper in _MAPPED else None
-        label_text = line[brace + 1 : close]
-        value_text = line[close + 2 :]
-        if "_" in value_text or " " in value_text:
-            return None
+    for name, label_text, value_text in lines:
         try:
             value = float(value_text)
         except ValueError:
             return None
-        if metric is None:
-            # Not ours, but the general parser would still reject bad labels: check them once.
-            if label_text not in plain_labels:
-                if _parse_labels_fast(label_text) is None:
-                    return None
-                plain_labels.add(label_text)
-            continue
+        metric = metrics.get(name, _UNSEEN)
+        if metric is _UNSEEN:
+            upper = name.upper()
+            metric = metrics[name] = upper if upper in _MAPPED else None
         draft = by_label_text.get(label_text)
-        if draft is None:
+        if draft is None or (draft is _LABELS_ONLY and metric is not None):
+            # First sight of this label text (for a metric we map): the general parser would
+            # reject bad labels even on a metric we ignore, so every text is checked once.
+            if len(label_text) > _MAX_LABEL_TEXT_CHARS:
+                return None
             labels = _parse_labels_fast(label_text)
             if labels is None:
                 return None
+            if metric is None:
+                by_label_text[label_text] = _LABELS_ONLY
+                continue
             draft = _gpu_draft(labels, drafts, default_hostname)
             if isinstance(draft, str):
                 return None  # the general path rejects this sample: let it
             by_label_text[label_text] = draft
+        elif metric is None:
+            continue
         if not 0.0 <= value < blank:
             return None
         gauge = gauges.get(metric)
@@ -326,8 +343,9 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
             scaled = value * factor
             if is_percent and scaled > 100:
                 return None
-            if draft.values.get(attribute) is None:
-                draft.values[attribute] = scaled
+            values = draft.values
+            if values.get(attribute) is None:
+                values[attribute] = scaled
         elif metric == XID_COUNT_METRIC:
             xid = _parse_labels_fast(label_text).get("xid", "")
             if not (xid.isascii() and xid.isdecimal()):
