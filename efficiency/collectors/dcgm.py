@@ -33,7 +33,8 @@ DCGM_FP64_BLANK = 140737488355328.0
 DCGM_INT32_BLANK = 0x7FFFFFF0
 DCGM_INT32_MAX = 0x7FFFFFFF
 
-# Metric name → (GpuReading field, factor to portal units, is a percentage).
+# Metric name → (GpuReading field, factor to portal units, is a percentage). Listed in the order
+# of GpuReading's fields: a draft keeps the values in a list in this order.
 _GAUGES: dict[str, tuple[str, float, bool]] = {
     "DCGM_FI_DEV_GPU_UTIL": ("util_pct", 1.0, True),
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gr_engine_active_pct", 100.0, True),
@@ -48,6 +49,7 @@ XID_LAST_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 _MAPPED = frozenset(_GAUGES) | {XID_LAST_METRIC, XID_COUNT_METRIC}
 _UNSEEN = object()
+_SLOT = {attribute: index for index, (attribute, _, _) in enumerate(_GAUGES.values())}
 
 
 def is_dcgm_blank(value: float) -> bool:
@@ -68,7 +70,7 @@ class _Draft:
     namespace: str = ""
     pod: str = ""
     timestamp_ms: int | None = None
-    values: dict[str, float | None] = field(default_factory=dict)
+    values: list[float | None] = field(default_factory=lambda: [None] * len(_GAUGES))
     xid_last: int | None = None
     xid_counts: dict[int, float] = field(default_factory=dict)
 
@@ -87,25 +89,20 @@ class _Draft:
 
     def reading(self, scrape_time_ms: int) -> GpuReading:
         """The finished, immutable reading."""
+        # Positional, in GpuReading's field order (one per GPU: keywords cost measurably).
         return GpuReading(
-            hostname=self.hostname,
-            gpu_index=self.gpu_index,
-            timestamp_ms=self.timestamp_ms if self.timestamp_ms is not None else scrape_time_ms,
-            uuid=self.uuid,
-            model=self.model,
-            pci_bus_id=self.pci_bus_id,
-            namespace=self.namespace,
-            pod=self.pod,
-            mig_instance=self.mig_instance,
-            util_pct=self.values.get("util_pct"),
-            gr_engine_active_pct=self.values.get("gr_engine_active_pct"),
-            sm_active_pct=self.values.get("sm_active_pct"),
-            fb_used_mib=self.values.get("fb_used_mib"),
-            power_w=self.values.get("power_w"),
-            temp_c=self.values.get("temp_c"),
-            ecc_dbe_total=self.values.get("ecc_dbe_total"),
-            xid_last=self.xid_last,
-            xid_counts=tuple(sorted(self.xid_counts.items())),
+            self.hostname,
+            self.gpu_index,
+            self.timestamp_ms if self.timestamp_ms is not None else scrape_time_ms,
+            self.uuid,
+            self.model,
+            self.pci_bus_id,
+            self.namespace,
+            self.pod,
+            self.mig_instance,
+            *self.values,  # util_pct .. ecc_dbe_total
+            self.xid_last,
+            tuple(sorted(self.xid_counts.items())) if self.xid_counts else (),
         )
 
 
@@ -163,10 +160,10 @@ def gpu_readings_from_samples(
             scaled = value * factor
             if is_percent and scaled > 100:
                 outcome.reject("percentage above 100", _render(sample))
-            elif draft.values.get(attribute) is None:
+            elif draft.values[_SLOT[attribute]] is None:
                 # A GPU shared by several pods can be listed once per pod with the same values;
                 # the first one stands.
-                draft.values[attribute] = scaled
+                draft.values[_SLOT[attribute]] = scaled
         elif metric == XID_COUNT_METRIC:
             _add_xid_count(draft, sample, value, outcome)
         elif not value.is_integer():
@@ -293,7 +290,6 @@ _COMMON_LINE_RE = re.compile(
 # The start of every line that is neither empty nor a comment (in '\n' + page): the page takes
 # the single pass only if each of those lines is one the pattern above matched.
 _SAMPLE_LINE_START_RE = re.compile(r"\n[^#\n]")
-_LABELS_ONLY = object()  # a label text checked by a metric we do not map: no GPU draft yet
 
 
 def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> ParseOutcome[GpuReading] | None:
@@ -303,58 +299,88 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
     if len(lines) != len(_SAMPLE_LINE_START_RE.findall(page)):
         return None  # some sample line has another shape (a timestamp, a bad value, ...)
     drafts: dict[tuple[str, int, str], _Draft] = {}
-    # Label text → the GPU's draft (or _LABELS_ONLY): every metric of a GPU repeats one text.
-    by_label_text: dict[str, object] = {}
-    metrics: dict[str, str | None] = {}
-    gauges = _GAUGES
+    # Label text → its GPU's draft and that draft's value list: every metric of a GPU repeats one
+    # text, so after the first line of a GPU the others cost two dictionary look-ups.
+    draft_of: dict[str, _Draft] = {}
+    slots_of: dict[str, list[float | None]] = {}
+    checked: set[str] = set()  # label texts seen only on metrics we do not map (checked, no draft)
+    # Metric name as written → (value slot, factor, upper bound), the slot negative for the Xid
+    # metrics (_XID_COUNT, _XID_LAST) and for metrics we do not map (_IGNORED).
+    kinds: dict[str, tuple[int, float, float]] = {}
+    kind_of, slots_get = kinds.get, slots_of.get
     blank = DCGM_INT32_BLANK
     for name, label_text, value_text in lines:
         try:
             value = float(value_text)
         except ValueError:
             return None
-        metric = metrics.get(name, _UNSEEN)
-        if metric is _UNSEEN:
-            upper = name.upper()
-            metric = metrics[name] = upper if upper in _MAPPED else None
-        draft = by_label_text.get(label_text)
-        if draft is None or (draft is _LABELS_ONLY and metric is not None):
-            # First sight of this label text (for a metric we map): the general parser would
-            # reject bad labels even on a metric we ignore, so every text is checked once.
+        kind = kind_of(name) or _kind_learn(name, kinds)
+        slot, factor, limit = kind
+        slots = slots_get(label_text)
+        if slots is not None and slot >= 0:  # the hot path: a gauge of a GPU already seen
+            if not 0.0 <= value < blank:
+                return None
+            scaled = value * factor
+            if scaled > limit:
+                return None
+            if slots[slot] is None:
+                slots[slot] = scaled
+            continue
+        if slot == _IGNORED:
+            # Not ours, but the general parser would still reject bad labels: check them once.
+            if slots is None and label_text not in checked:
+                if len(label_text) > _MAX_LABEL_TEXT_CHARS or _parse_labels_fast(label_text) is None:
+                    return None
+                checked.add(label_text)
+            continue
+        if slots is None:
             if len(label_text) > _MAX_LABEL_TEXT_CHARS:
                 return None
             labels = _parse_labels_fast(label_text)
             if labels is None:
                 return None
-            if metric is None:
-                by_label_text[label_text] = _LABELS_ONLY
-                continue
             draft = _gpu_draft(labels, drafts, default_hostname)
             if isinstance(draft, str):
                 return None  # the general path rejects this sample: let it
-            by_label_text[label_text] = draft
-        elif metric is None:
-            continue
+            draft_of[label_text] = draft
+            slots = slots_of[label_text] = draft.values
         if not 0.0 <= value < blank:
             return None
-        gauge = gauges.get(metric)
-        if gauge is not None:
-            attribute, factor, is_percent = gauge
+        if slot >= 0:
             scaled = value * factor
-            if is_percent and scaled > 100:
+            if scaled > limit:
                 return None
-            values = draft.values
-            if values.get(attribute) is None:
-                values[attribute] = scaled
-        elif metric == XID_COUNT_METRIC:
+            if slots[slot] is None:
+                slots[slot] = scaled
+        elif slot == _XID_COUNT:
             xid = _parse_labels_fast(label_text).get("xid", "")
             if not (xid.isascii() and xid.isdecimal()):
                 return None
-            draft.xid_counts.setdefault(int(xid), value)
+            draft_of[label_text].xid_counts.setdefault(int(xid), value)
         elif not value.is_integer():
             return None
-        elif draft.xid_last is None:
-            draft.xid_last = int(value)
+        elif draft_of[label_text].xid_last is None:
+            draft_of[label_text].xid_last = int(value)
     outcome: ParseOutcome[GpuReading] = ParseOutcome()
     outcome.records.extend(draft.reading(scrape_time_ms) for draft in drafts.values())
     return outcome
+
+
+_IGNORED, _XID_COUNT, _XID_LAST = -1, -2, -3
+
+
+def _kind_learn(name: str, kinds: dict[str, tuple[int, float, float]]) -> tuple[int, float, float]:
+    """What the single pass does with samples of ``name`` (see there), remembered in ``kinds``."""
+    upper = name.upper()
+    gauge = _GAUGES.get(upper)
+    if gauge is not None:
+        attribute, factor, is_percent = gauge
+        kind = (_SLOT[attribute], factor, 100.0 if is_percent else math.inf)
+    elif upper == XID_COUNT_METRIC:
+        kind = (_XID_COUNT, 1.0, math.inf)
+    elif upper == XID_LAST_METRIC:
+        kind = (_XID_LAST, 1.0, math.inf)
+    else:
+        kind = (_IGNORED, 1.0, math.inf)
+    kinds[name] = kind
+    return kind
