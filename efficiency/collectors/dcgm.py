@@ -290,6 +290,25 @@ _COMMON_LINE_RE = re.compile(
 # The start of every line that is neither empty nor a comment (in '\n' + page): the page takes
 # the single pass only if each of those lines is one the pattern above matched.
 _SAMPLE_LINE_START_RE = re.compile(r"\n[^#\n]")
+# Label text → its parsed labels (None: not for the fast path), kept across pages: an exporter
+# repeats each GPU's label text scrape after scrape, and parsing it was a fifth of the pass.
+# Parsing is a pure function of the text, so a shared cache (threads included) changes nothing
+# but the time; it is emptied at _LABEL_CACHE_MAX texts (twice a 10,000-GPU fleet, some 30 MB).
+_LABEL_CACHE: dict[str, Mapping[str, str] | None] = {}
+_LABEL_CACHE_MAX = 20_000
+
+
+def _labels_cached(label_text: str) -> Mapping[str, str] | None:
+    """``_parse_labels_fast`` through ``_LABEL_CACHE``; None also for a text too long for the pass."""
+    try:
+        return _LABEL_CACHE[label_text]
+    except KeyError:
+        pass
+    labels = None if len(label_text) > _MAX_LABEL_TEXT_CHARS else _parse_labels_fast(label_text)
+    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+        _LABEL_CACHE.clear()
+    _LABEL_CACHE[label_text] = labels
+    return labels
 
 
 def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> ParseOutcome[GpuReading] | None:
@@ -329,14 +348,12 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
         if slot == _IGNORED:
             # Not ours, but the general parser would still reject bad labels: check them once.
             if slots is None and label_text not in checked:
-                if len(label_text) > _MAX_LABEL_TEXT_CHARS or _parse_labels_fast(label_text) is None:
+                if _labels_cached(label_text) is None:
                     return None
                 checked.add(label_text)
             continue
         if slots is None:
-            if len(label_text) > _MAX_LABEL_TEXT_CHARS:
-                return None
-            labels = _parse_labels_fast(label_text)
+            labels = _labels_cached(label_text)
             if labels is None:
                 return None
             draft = _gpu_draft(labels, drafts, default_hostname)

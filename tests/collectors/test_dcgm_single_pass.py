@@ -243,3 +243,21 @@ def test_a_line_past_the_length_limit_is_rejected_as_before():
     fast = gpu_readings_from_exposition(text, scrape_time_ms=SCRAPE_MS)
     assert (fast.records, fast.rejected) == _slow(text, "")
     assert [r.reason for r in fast.rejected] == ["line longer than 65536 characters"]
+
+
+def test_the_label_cache_across_pages_changes_no_reading(monkeypatch):
+    # Parsed label texts are kept across pages (and emptied when full): a page read with a warm,
+    # a cold and an overflowing cache gives the same readings as the general path.
+    from efficiency.collectors import dcgm
+
+    text = "\n".join(_exporter_page()) + "\n"
+    expected = _slow(text, "")
+    warm = _single_pass(text, SCRAPE_MS, "")
+    dcgm._LABEL_CACHE.clear()
+    cold = _single_pass(text, SCRAPE_MS, "")
+    dcgm._LABEL_CACHE.clear()
+    monkeypatch.setattr(dcgm, "_LABEL_CACHE_MAX", 5)
+    overflowing = _single_pass(text, SCRAPE_MS, "")
+    assert len(dcgm._LABEL_CACHE) <= 5
+    for outcome in (warm, cold, overflowing):
+        assert (outcome.records, outcome.rejected) == expected
