@@ -12,11 +12,11 @@ we map; samples of other metrics are ignored without being looked at.
 
 import gc
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from efficiency.collectors.exposition import (
-    _METRIC_NAME_RE,
     MAX_LINE_CHARS,
     _parse_labels_fast,
     parse_exposition,
@@ -33,7 +33,8 @@ DCGM_FP64_BLANK = 140737488355328.0
 DCGM_INT32_BLANK = 0x7FFFFFF0
 DCGM_INT32_MAX = 0x7FFFFFFF
 
-# Metric name → (GpuReading field, factor to portal units, is a percentage).
+# Metric name → (GpuReading field, factor to portal units, is a percentage). Listed in the order
+# of GpuReading's fields: a draft keeps the values in a list in this order.
 _GAUGES: dict[str, tuple[str, float, bool]] = {
     "DCGM_FI_DEV_GPU_UTIL": ("util_pct", 1.0, True),
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gr_engine_active_pct", 100.0, True),
@@ -48,6 +49,7 @@ XID_LAST_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 _MAPPED = frozenset(_GAUGES) | {XID_LAST_METRIC, XID_COUNT_METRIC}
 _UNSEEN = object()
+_SLOT = {attribute: index for index, (attribute, _, _) in enumerate(_GAUGES.values())}
 
 
 def is_dcgm_blank(value: float) -> bool:
@@ -68,7 +70,7 @@ class _Draft:
     namespace: str = ""
     pod: str = ""
     timestamp_ms: int | None = None
-    values: dict[str, float | None] = field(default_factory=dict)
+    values: list[float | None] = field(default_factory=lambda: [None] * len(_GAUGES))
     xid_last: int | None = None
     xid_counts: dict[int, float] = field(default_factory=dict)
 
@@ -87,25 +89,20 @@ class _Draft:
 
     def reading(self, scrape_time_ms: int) -> GpuReading:
         """The finished, immutable reading."""
+        # Positional, in GpuReading's field order (one per GPU: keywords cost measurably).
         return GpuReading(
-            hostname=self.hostname,
-            gpu_index=self.gpu_index,
-            timestamp_ms=self.timestamp_ms if self.timestamp_ms is not None else scrape_time_ms,
-            uuid=self.uuid,
-            model=self.model,
-            pci_bus_id=self.pci_bus_id,
-            namespace=self.namespace,
-            pod=self.pod,
-            mig_instance=self.mig_instance,
-            util_pct=self.values.get("util_pct"),
-            gr_engine_active_pct=self.values.get("gr_engine_active_pct"),
-            sm_active_pct=self.values.get("sm_active_pct"),
-            fb_used_mib=self.values.get("fb_used_mib"),
-            power_w=self.values.get("power_w"),
-            temp_c=self.values.get("temp_c"),
-            ecc_dbe_total=self.values.get("ecc_dbe_total"),
-            xid_last=self.xid_last,
-            xid_counts=tuple(sorted(self.xid_counts.items())),
+            self.hostname,
+            self.gpu_index,
+            self.timestamp_ms if self.timestamp_ms is not None else scrape_time_ms,
+            self.uuid,
+            self.model,
+            self.pci_bus_id,
+            self.namespace,
+            self.pod,
+            self.mig_instance,
+            *self.values,  # util_pct .. ecc_dbe_total
+            self.xid_last,
+            tuple(sorted(self.xid_counts.items())) if self.xid_counts else (),
         )
 
 
@@ -163,10 +160,10 @@ def gpu_readings_from_samples(
             scaled = value * factor
             if is_percent and scaled > 100:
                 outcome.reject("percentage above 100", _render(sample))
-            elif draft.values.get(attribute) is None:
+            elif draft.values[_SLOT[attribute]] is None:
                 # A GPU shared by several pods can be listed once per pod with the same values;
                 # the first one stands.
-                draft.values[attribute] = scaled
+                draft.values[_SLOT[attribute]] = scaled
         elif metric == XID_COUNT_METRIC:
             _add_xid_count(draft, sample, value, outcome)
         elif not value.is_integer():
@@ -272,71 +269,135 @@ def gpu_readings_from_exposition(
     return outcome
 
 
+# One sample line of the common shape, ``NAME{LABELS} VALUE``, found by one compiled pattern over
+# the whole page rather than a loop of string calls per line. The groups are exactly the slices
+# the general parser takes: the name up to the first '{', the labels up to the last '}' (the
+# value may hold no '}'), one space, and a value with no space or '_' (the reference refuses
+# '_' between digits; a space means a timestamp, which the general path handles). Name and value
+# are bounded so that, with the label text checked once per distinct text, no line the pattern
+# takes can be longer than MAX_LINE_CHARS.
+_MAX_NAME_CHARS = 1000
+_MAX_VALUE_CHARS = 400
+_MAX_LABEL_TEXT_CHARS = MAX_LINE_CHARS - _MAX_NAME_CHARS - _MAX_VALUE_CHARS - 3
+# Each match starts at the newline before its line ('\n' + page is searched, so the first line has
+# one too): a pattern that begins with a literal is found by a fast scan, where '^' with
+# MULTILINE is tried at every character.
+_COMMON_LINE_RE = re.compile(
+    rf"\n([a-zA-Z_:][a-zA-Z0-9_:]{{0,{_MAX_NAME_CHARS - 1}}})"  # the name
+    r"\{([^\n]*)\} "  # the labels, up to the last '}'
+    rf"([^ \n}}_]{{1,{_MAX_VALUE_CHARS}}})(?=\n|\Z)"  # the value
+)
+# The start of every line that is neither empty nor a comment (in '\n' + page): the page takes
+# the single pass only if each of those lines is one the pattern above matched.
+_SAMPLE_LINE_START_RE = re.compile(r"\n[^#\n]")
+# Label text → its parsed labels (None: not for the fast path), kept across pages: an exporter
+# repeats each GPU's label text scrape after scrape, and parsing it was a fifth of the pass.
+# Parsing is a pure function of the text, so a shared cache (threads included) changes nothing
+# but the time; it is emptied at _LABEL_CACHE_MAX texts (twice a 10,000-GPU fleet, some 30 MB).
+_LABEL_CACHE: dict[str, Mapping[str, str] | None] = {}
+_LABEL_CACHE_MAX = 20_000
+
+
+def _labels_cached(label_text: str) -> Mapping[str, str] | None:
+    """``_parse_labels_fast`` through ``_LABEL_CACHE``; None also for a text too long for the pass."""
+    try:
+        return _LABEL_CACHE[label_text]
+    except KeyError:
+        pass
+    labels = None if len(label_text) > _MAX_LABEL_TEXT_CHARS else _parse_labels_fast(label_text)
+    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+        _LABEL_CACHE.clear()
+    _LABEL_CACHE[label_text] = labels
+    return labels
+
+
 def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> ParseOutcome[GpuReading] | None:
     """The common case of ``gpu_readings_from_exposition``; None as soon as a line is unusual."""
+    page = "\n" + text
+    lines = _COMMON_LINE_RE.findall(page)
+    if len(lines) != len(_SAMPLE_LINE_START_RE.findall(page)):
+        return None  # some sample line has another shape (a timestamp, a bad value, ...)
     drafts: dict[tuple[str, int, str], _Draft] = {}
-    by_label_text: dict[str, _Draft] = {}
-    plain_labels: set[str] = set()
-    metrics: dict[str, str | None] = {}
-    gauges = _GAUGES
+    # Label text → its GPU's draft and that draft's value list: every metric of a GPU repeats one
+    # text, so after the first line of a GPU the others cost two dictionary look-ups.
+    draft_of: dict[str, _Draft] = {}
+    slots_of: dict[str, list[float | None]] = {}
+    checked: set[str] = set()  # label texts seen only on metrics we do not map (checked, no draft)
+    # Metric name as written → (value slot, factor, upper bound), the slot negative for the Xid
+    # metrics (_XID_COUNT, _XID_LAST) and for metrics we do not map (_IGNORED).
+    kinds: dict[str, tuple[int, float, float]] = {}
+    kind_of, slots_get = kinds.get, slots_of.get
     blank = DCGM_INT32_BLANK
-    for line in text.split("\n"):
-        if not line or line[0] == "#":
-            continue
-        brace = line.find("{")
-        close = line.rfind("}")
-        if not (0 < brace < close and line.startswith(" ", close + 1) and len(line) <= MAX_LINE_CHARS):
-            return None
-        name = line[:brace]
-        metric = metrics.get(name, _UNSEEN)
-        if metric is _UNSEEN:
-            if _METRIC_NAME_RE.match(name) is None:
-                return None
-            upper = name.upper()
-            metric = metrics[name] = upper if upper in _MAPPED else None
-        label_text = line[brace + 1 : close]
-        value_text = line[close + 2 :]
-        if "_" in value_text or " " in value_text:
-            return None
+    for name, label_text, value_text in lines:
         try:
             value = float(value_text)
         except ValueError:
             return None
-        if metric is None:
-            # Not ours, but the general parser would still reject bad labels: check them once.
-            if label_text not in plain_labels:
-                if _parse_labels_fast(label_text) is None:
-                    return None
-                plain_labels.add(label_text)
+        kind = kind_of(name) or _kind_learn(name, kinds)
+        slot, factor, limit = kind
+        slots = slots_get(label_text)
+        if slots is not None and slot >= 0:  # the hot path: a gauge of a GPU already seen
+            if not 0.0 <= value < blank:
+                return None
+            scaled = value * factor
+            if scaled > limit:
+                return None
+            if slots[slot] is None:
+                slots[slot] = scaled
             continue
-        draft = by_label_text.get(label_text)
-        if draft is None:
-            labels = _parse_labels_fast(label_text)
+        if slot == _IGNORED:
+            # Not ours, but the general parser would still reject bad labels: check them once.
+            if slots is None and label_text not in checked:
+                if _labels_cached(label_text) is None:
+                    return None
+                checked.add(label_text)
+            continue
+        if slots is None:
+            labels = _labels_cached(label_text)
             if labels is None:
                 return None
             draft = _gpu_draft(labels, drafts, default_hostname)
             if isinstance(draft, str):
                 return None  # the general path rejects this sample: let it
-            by_label_text[label_text] = draft
+            draft_of[label_text] = draft
+            slots = slots_of[label_text] = draft.values
         if not 0.0 <= value < blank:
             return None
-        gauge = gauges.get(metric)
-        if gauge is not None:
-            attribute, factor, is_percent = gauge
+        if slot >= 0:
             scaled = value * factor
-            if is_percent and scaled > 100:
+            if scaled > limit:
                 return None
-            if draft.values.get(attribute) is None:
-                draft.values[attribute] = scaled
-        elif metric == XID_COUNT_METRIC:
+            if slots[slot] is None:
+                slots[slot] = scaled
+        elif slot == _XID_COUNT:
             xid = _parse_labels_fast(label_text).get("xid", "")
             if not (xid.isascii() and xid.isdecimal()):
                 return None
-            draft.xid_counts.setdefault(int(xid), value)
+            draft_of[label_text].xid_counts.setdefault(int(xid), value)
         elif not value.is_integer():
             return None
-        elif draft.xid_last is None:
-            draft.xid_last = int(value)
+        elif draft_of[label_text].xid_last is None:
+            draft_of[label_text].xid_last = int(value)
     outcome: ParseOutcome[GpuReading] = ParseOutcome()
     outcome.records.extend(draft.reading(scrape_time_ms) for draft in drafts.values())
     return outcome
+
+
+_IGNORED, _XID_COUNT, _XID_LAST = -1, -2, -3
+
+
+def _kind_learn(name: str, kinds: dict[str, tuple[int, float, float]]) -> tuple[int, float, float]:
+    """What the single pass does with samples of ``name`` (see there), remembered in ``kinds``."""
+    upper = name.upper()
+    gauge = _GAUGES.get(upper)
+    if gauge is not None:
+        attribute, factor, is_percent = gauge
+        kind = (_SLOT[attribute], factor, 100.0 if is_percent else math.inf)
+    elif upper == XID_COUNT_METRIC:
+        kind = (_XID_COUNT, 1.0, math.inf)
+    elif upper == XID_LAST_METRIC:
+        kind = (_XID_LAST, 1.0, math.inf)
+    else:
+        kind = (_IGNORED, 1.0, math.inf)
+    kinds[name] = kind
+    return kind

@@ -5,7 +5,6 @@ a replayed cursor) is stored once and counted as duplicates the second time. Bad
 rejected one by one with a reason; the rest is stored.
 """
 
-import io
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -13,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -273,16 +272,45 @@ def gpu_samples_write(rows: list[tuple[int, int, int, tuple]], *, interval_s: in
     return _samples_insert(rows, interval_s)
 
 
+# PostgreSQL types of SAMPLE_COLUMNS, in order, for the binary COPY.
+_SAMPLE_COPY_TYPES = (
+    "bigint",
+    "smallint",
+    "timestamptz",
+    "integer",
+    *["double precision"] * 7,  # util_pct .. ecc_dbe_total
+    "integer",  # xid_last
+)
+
+
 def _samples_copy(rows, interval_s: int) -> int:
-    text = io.StringIO()
-    ts_cache: dict[int, str] = {}
-    for node_id, gpu_index, ts_ms, values in rows:
-        ts = ts_cache.get(ts_ms)
-        if ts is None:
-            ts = ts_cache[ts_ms] = datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat()
-        cells = "\t".join(["\\N" if value is None else repr(value) for value in values])
-        text.write(f"{node_id}\t{gpu_index}\t{ts}\t{interval_s}\t{cells}\n")
+    """COPY the rows in binary, straight into the table when none of them can be there yet.
+
+    A scrape's rows share one instant, so one indexed look-up at those instants for these nodes
+    tells whether any row may already be stored (a retry, a replay). When none is, the rows are
+    COPYed into the table itself; otherwise, or when a concurrent writer stored some in between
+    (the COPY then fails on the primary key and is rolled back), they go through a temporary
+    table and ``INSERT ... ON CONFLICT DO NOTHING``. Binary COPY sends floats and timestamps as
+    they are, with no text formatting here and no parsing in the server.
+    """
+    instants: dict[int, datetime] = {}
+    for _, _, ts_ms, _ in rows:
+        if ts_ms not in instants:
+            instants[ts_ms] = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
     columns = ", ".join(SAMPLE_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM efficiency_gpusample WHERE ts = ANY(%s) AND node_id = ANY(%s))",
+            [list(instants.values()), list({row[0] for row in rows})],
+        )
+        (may_exist,) = cursor.fetchone()
+    if not may_exist:
+        try:
+            with transaction.atomic(), connection.wrap_database_errors, connection.cursor() as cursor:
+                _rows_copy(cursor, "efficiency_gpusample", rows, instants, interval_s)
+            return len(rows)
+        except IntegrityError:
+            pass  # stored meanwhile by another writer: rolled back, take the conflict-safe route
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS _gpusample_in "
@@ -291,13 +319,21 @@ def _samples_copy(rows, interval_s: int) -> int:
         # Inside a caller's transaction this block is a savepoint and nothing is committed, so the
         # rows of earlier calls would still be there (and be inserted again, call after call).
         cursor.execute("TRUNCATE _gpusample_in")
-        with cursor.copy(f"COPY _gpusample_in ({columns}) FROM STDIN") as copy:
-            copy.write(text.getvalue())
+        _rows_copy(cursor, "_gpusample_in", rows, instants, interval_s)
         cursor.execute(
             f"INSERT INTO efficiency_gpusample ({columns}) SELECT {columns} FROM _gpusample_in "  # noqa: S608 -- constant column names
             "ON CONFLICT DO NOTHING"
         )
         return cursor.rowcount
+
+
+def _rows_copy(cursor, table: str, rows, instants: dict[int, datetime], interval_s: int) -> None:
+    """Binary COPY of (node_id, gpu_index, timestamp_ms, values) rows into ``table``."""
+    with cursor.copy(f"COPY {table} ({', '.join(SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(_SAMPLE_COPY_TYPES)
+        write_row = copy.write_row
+        for node_id, gpu_index, ts_ms, values in rows:
+            write_row((node_id, gpu_index, instants[ts_ms], interval_s, *values))
 
 
 def _samples_insert(rows, interval_s: int) -> int:

@@ -126,3 +126,138 @@ def test_a_clean_exporter_page_takes_the_single_pass():
     assert fast is not None, "the simulator's page should not need the general path"
     assert len(fast.records) == 64 * 8
     assert fast.records == _slow(text, "")[0]
+
+
+# --- real and exporter-shaped pages with one odd line here and there ---------------------------
+
+
+def _exporter_page(gpus: int = 16) -> list[str]:
+    """A page in dcgm-exporter's layout: families one after another, one label text per GPU."""
+    lines = []
+    for metric in ["DCGM_FI_DEV_SM_CLOCK", *METRICS[:7]]:
+        lines += [f"# HELP {metric} {metric}.", f"# TYPE {metric} gauge"]
+        for gpu in range(gpus):
+            labels = (
+                f'gpu="{gpu % 8}",UUID="GPU-{gpu:04d}",device="nvidia{gpu % 8}",'
+                f'modelName="NVIDIA H100 80GB HBM3",Hostname="node-{gpu // 8}",'
+                'container="",namespace="",pod=""'
+            )
+            value = "0.5" if "PROF" in metric else str(gpu * 3 % 100)
+            lines.append(f"{metric}{{{labels}}} {value}")
+    return lines
+
+
+def _mutated(line: str, mutation: str, draw) -> str:
+    brace, close = line.find("{"), line.rfind("}")
+    match mutation:
+        case "crlf":
+            return line + "\r"
+        case "brace in a value":
+            return line.replace('pod=""', 'pod="a}b{"', 1) if brace > 0 else line
+        case "value":
+            return line[: close + 2] + draw(VALUES) if close > 0 else line
+        case "timestamp":
+            return line + " 1764489600123"
+        case "two spaces":
+            return line.replace("} ", "}  ", 1)
+        case "comma space":
+            return line.replace('",', '", ')
+        case "trailing comma":
+            return line.replace("} ", ",} ", 1)
+        case "escape":
+            return line.replace('pod=""', 'pod="a\\"b"', 1)
+        case "duplicate label":
+            return line.replace("{", '{gpu="3",', 1)
+        case "long name":
+            return "DCGM_" + "X" * 1200 + line[brace:] if brace > 0 else line
+        case "no labels":
+            return line[:brace] + line[close + 1 :] if brace > 0 else line
+        case "leading space":
+            return " " + line
+        case "underscore value":
+            return line[: close + 2] + "1_0" if close > 0 else line
+        case "garbage":
+            return draw(st.sampled_from(["garbage", "{}", "x{", '{a="1"} 2', "\x00", "}", "# odd {"]))
+    return line
+
+
+MUTATIONS = [
+    "crlf",
+    "brace in a value",
+    "value",
+    "timestamp",
+    "two spaces",
+    "comma space",
+    "trailing comma",
+    "escape",
+    "duplicate label",
+    "long name",
+    "no labels",
+    "leading space",
+    "underscore value",
+    "garbage",
+    "blank line",
+]
+REAL_PAGES = [path.read_text().split("\n") for path in sorted(FIXTURES.glob("*.txt"))]
+
+
+@st.composite
+def odd_pages(draw):
+    """An exporter-shaped or real fixture page with a few lines changed, added or dropped."""
+    lines = list(draw(st.sampled_from([_exporter_page(), *REAL_PAGES])))
+    for _ in range(draw(st.integers(0, 4))):
+        if not lines:
+            break
+        at = draw(st.integers(0, len(lines) - 1))
+        mutation = draw(st.sampled_from([*MUTATIONS, "drop", "repeat"]))
+        if mutation == "blank line":
+            lines.insert(at, "")
+        elif mutation == "drop":
+            del lines[at]
+        elif mutation == "repeat":
+            lines.insert(at, lines[at])
+        else:
+            lines[at] = _mutated(lines[at], mutation, draw)
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=odd_pages(), default_hostname=st.sampled_from(["", "node-from-target"]))
+def test_single_pass_equals_parse_then_map_on_real_pages_with_odd_lines(text, default_hostname):
+    fast = gpu_readings_from_exposition(text, scrape_time_ms=SCRAPE_MS, default_hostname=default_hostname)
+    assert (fast.records, fast.rejected) == _slow(text, default_hostname)
+
+
+def test_an_exporter_page_with_crlf_line_ends_takes_the_single_pass():
+    text = "\r\n".join(_exporter_page()) + "\r\n"
+    fast = _single_pass(text, SCRAPE_MS, "")
+    assert fast is not None
+    assert len(fast.records) == 16
+    assert (fast.records, fast.rejected) == _slow(text, "")
+
+
+def test_a_line_past_the_length_limit_is_rejected_as_before():
+    lines = _exporter_page()
+    lines[5] = lines[5].replace('pod=""', f'pod="{"x" * 70_000}"')
+    text = "\n".join(lines)
+    fast = gpu_readings_from_exposition(text, scrape_time_ms=SCRAPE_MS)
+    assert (fast.records, fast.rejected) == _slow(text, "")
+    assert [r.reason for r in fast.rejected] == ["line longer than 65536 characters"]
+
+
+def test_the_label_cache_across_pages_changes_no_reading(monkeypatch):
+    # Parsed label texts are kept across pages (and emptied when full): a page read with a warm,
+    # a cold and an overflowing cache gives the same readings as the general path.
+    from efficiency.collectors import dcgm
+
+    text = "\n".join(_exporter_page()) + "\n"
+    expected = _slow(text, "")
+    warm = _single_pass(text, SCRAPE_MS, "")
+    dcgm._LABEL_CACHE.clear()
+    cold = _single_pass(text, SCRAPE_MS, "")
+    dcgm._LABEL_CACHE.clear()
+    monkeypatch.setattr(dcgm, "_LABEL_CACHE_MAX", 5)
+    overflowing = _single_pass(text, SCRAPE_MS, "")
+    assert len(dcgm._LABEL_CACHE) <= 5
+    for outcome in (warm, cold, overflowing):
+        assert (outcome.records, outcome.rejected) == expected

@@ -1,6 +1,7 @@
 """Prometheus text exposition parser: same answers as prometheus_client, bad lines one by one."""
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from efficiency.collectors.exposition import MAX_LINE_CHARS, parse_exposition
+from efficiency.collectors.exposition import MAX_LINE_CHARS, _parse_labels_fast, parse_exposition
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "dcgm").glob("*.txt"))
 
@@ -359,3 +360,68 @@ def test_parsing_leaves_the_garbage_collector_as_it_was():
         gc.enable()
     parse_exposition(GOOD_BEFORE)
     assert gc.isenabled()
+
+
+# --- the label parser of the fast path, against the loop it replaced --------------------------
+
+
+def _labels_loop(label_text: str) -> dict | None:
+    """The fast path's label parser as it was written before the compiled patterns (reference)."""
+    if "\\" in label_text:
+        return None
+    labels: dict[str, str] = {}
+    end = len(label_text)
+    pos = 0
+    while pos < end:
+        equals = label_text.find('="', pos)
+        if equals < 0:
+            return None
+        name = label_text[pos:equals]
+        if re.match(r"(?!__)[a-zA-Z_][a-zA-Z0-9_]*\Z", name) is None or name in labels:
+            return None
+        quote = label_text.find('"', equals + 2)
+        if quote < 0:
+            return None
+        labels[name] = label_text[equals + 2 : quote]
+        pos = quote + 1
+        if pos == end:
+            break
+        if label_text[pos] != ",":
+            return None
+        pos += 1
+        if pos < end and label_text[pos] == " ":
+            pos += 1
+    return labels
+
+
+@st.composite
+def label_texts(draw: st.DrawFn) -> str:
+    """Label strings near the edge of what the fast path takes: odd names, separators, quotes."""
+    names = st.one_of(
+        plain_label_names,
+        st.sampled_from(["gpu", "gpu", "UUID", "__name", "_x", "a:b", "1a", "", "x y", 'a"', "é"]),
+    )
+    values = st.one_of(label_values, st.text(alphabet='a"\\,= {}\t', max_size=6))
+    pairs = draw(st.lists(st.tuples(names, values), max_size=5))
+    separators = st.sampled_from([",", ",", ", ", ",  ", " ,", "", ";"])
+    text = "".join(f'{name}="{value}"' + draw(separators) for name, value in pairs)
+    if pairs and draw(st.booleans()):
+        text = text.rstrip(",; ")  # no trailing separator
+    return text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(label_texts(), st.text(alphabet='ab_:1="\\, {}', max_size=24)))
+def test_fast_label_parse_equals_the_loop_it_replaced(label_text):
+    ours = _parse_labels_fast(label_text)
+    reference = _labels_loop(label_text)
+    assert (None if ours is None else list(ours.items())) == (
+        None if reference is None else list(reference.items())
+    )
+
+
+def test_fast_label_parse_takes_what_dcgm_exporter_writes():
+    text = 'gpu="0",UUID="GPU-1",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="n1",pod=""'
+    assert dict(_parse_labels_fast(text))["modelName"] == "NVIDIA H100 80GB HBM3"
+    assert dict(_parse_labels_fast('a="1", b="}{=,"')) == {"a": "1", "b": "}{=,"}
+    assert _parse_labels_fast('a="1",a="2"') is None  # a duplicate name takes the reference route

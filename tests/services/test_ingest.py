@@ -3,11 +3,12 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 
 from efficiency.choices import JobSource, JobState, MappingKind
 from efficiency.collectors.records import GpuReading, JobRecord, LogLines
 from efficiency.models import DataSource, GpuSample, Job, LogChunk, Node, RollupDirtyHour
-from efficiency.services.ingest import gpu_readings_ingest, jobs_ingest, log_chunks_ingest
+from efficiency.services.ingest import gpu_readings_ingest, gpu_samples_write, jobs_ingest, log_chunks_ingest
 from tests.factories import ClusterFactory, DepartmentFactory, DepartmentMappingFactory, NodeFactory
 
 NOW = datetime(2026, 11, 30, 8, 30, tzinfo=UTC)
@@ -39,6 +40,61 @@ def test_readings_are_stored_once_even_when_delivered_twice(cluster):
     assert (again.received, again.stored, again.duplicates) == (24, 0, 24)
     assert GpuSample.objects.count() == 24
     assert list(RollupDirtyHour.objects.values_list("hour", flat=True)) == [T0]
+
+
+def test_a_partly_stored_delivery_stores_only_its_new_rows(cluster):
+    gpu_readings_ingest(
+        cluster=cluster,
+        readings=[reading(m, gpu) for m in (0, 1) for gpu in range(8)],
+        interval_s=60,
+        now=NOW,
+    )
+    overlap = gpu_readings_ingest(
+        cluster=cluster,
+        readings=[reading(m, gpu) for m in (1, 2) for gpu in range(8)],
+        interval_s=60,
+        now=NOW,
+    )
+    assert (overlap.stored, overlap.duplicates) == (8, 8)
+    assert GpuSample.objects.count() == 24
+
+
+def test_every_value_is_stored_as_it_was_read(cluster):
+    exact = {
+        "util_pct": 37.5,
+        "gr_engine_active_pct": 12.345678901234567,
+        "sm_active_pct": None,
+        "fb_used_mib": 81_559,  # an int in a float column
+        "power_w": 699.125,
+        "temp_c": 0.0,
+        "ecc_dbe_total": 3.0,
+        "xid_last": 79,
+    }
+    at = T0 + timedelta(minutes=7, seconds=5, milliseconds=123)
+    stored = [
+        GpuReading(hostname="gpu-001", gpu_index=5, timestamp_ms=ms(at), **exact),
+        GpuReading(hostname="gpu-001", gpu_index=6, timestamp_ms=ms(at)),  # nothing reported
+    ]
+    gpu_readings_ingest(cluster=cluster, readings=stored, interval_s=15, now=NOW)
+    row = GpuSample.objects.get(gpu_index=5)
+    assert (row.ts, row.interval_s) == (at, 15)
+    assert {name: getattr(row, name) for name in exact} == exact
+    empty = GpuSample.objects.get(gpu_index=6)
+    assert all(getattr(empty, name) is None for name in exact)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the COPY paths are PostgreSQL's")
+def test_rows_the_direct_copy_collides_with_are_stored_once(cluster):
+    # Nothing is stored at this instant, so the rows are COPYed straight into the table, where a
+    # key given twice fails the COPY on the primary key: the case of a concurrent writer storing
+    # some of them between the check and the COPY. The write must fall back and store each once.
+    node_id = cluster.nodes.get().pk
+    at = ms(T0)
+    values = (50.0, None, None, 1.0, 2.0, 3.0, None, None)
+    rows = [(node_id, 0, at, values), (node_id, 1, at, values), (node_id, 0, at, values)]
+    assert gpu_samples_write(rows, interval_s=60) == 2
+    assert sorted(GpuSample.objects.values_list("gpu_index", flat=True)) == [0, 1]
+    assert gpu_samples_write(rows, interval_s=60) == 0  # and a replay stores nothing
 
 
 def test_xid_counts_are_returned_to_the_caller_and_not_recorded_as_faults(cluster):
