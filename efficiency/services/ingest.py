@@ -259,8 +259,8 @@ def _mean_values(instances: list[tuple]) -> tuple:
 def gpu_samples_write(rows: list[tuple[int, int, int, tuple]], *, interval_s: int) -> int:
     """Write (node_id, gpu_index, timestamp_ms, values) rows; returns how many were new.
 
-    PostgreSQL: COPY into a temporary table, then one INSERT ... ON CONFLICT DO NOTHING.
-    SQLite: batched INSERT OR IGNORE.
+    PostgreSQL: binary COPY (``_samples_copy``) into the day's partition, made first when
+    missing. SQLite: batched INSERT OR IGNORE.
     """
     if not rows:
         return 0
