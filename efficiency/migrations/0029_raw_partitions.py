@@ -115,20 +115,20 @@ def _rebuild(cursor, table: str, *, partitioned: bool) -> None:
             cursor.execute(f'ALTER SEQUENCE {sequence} RENAME TO "{table}_id_seq"')
 
 
-def partition(apps, schema_editor):
+def _rebuild_all(schema_editor, *, partitioned: bool) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     with schema_editor.connection.cursor() as cursor:
         for table in TABLES:
-            _rebuild(cursor, table, partitioned=True)
+            _rebuild(cursor, table, partitioned=partitioned)
+
+
+def partition(apps, schema_editor):
+    _rebuild_all(schema_editor, partitioned=True)
 
 
 def unpartition(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        for table in TABLES:
-            _rebuild(cursor, table, partitioned=False)
+    _rebuild_all(schema_editor, partitioned=False)
 
 
 class Migration(migrations.Migration):

@@ -8,7 +8,7 @@ rejected one by one with a reason; the rest is stored.
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
@@ -39,7 +39,8 @@ from efficiency.models import (
 from efficiency.models.jobs import MILLI_PER_GPU
 from efficiency.redaction import config_redact
 from efficiency.services.discovery import nodes_discover, nodes_seen_mark
-from efficiency.services.partitions import partitions_ensure, partitions_for_rows
+from efficiency.services.locks import transaction_lock
+from efficiency.services.partitions import partitions_for_rows
 
 SAMPLE_COLUMNS = (
     "node_id",
@@ -56,7 +57,6 @@ SAMPLE_COLUMNS = (
     "xid_last",
 )
 MAX_FUTURE_SKEW = timedelta(minutes=5)
-EPOCH_DAY = date(1970, 1, 1)
 LOG_CHUNK_LOCK_SPACE = 0x4C4F47  # first key of the per-source advisory lock of log chunk writes
 
 
@@ -265,9 +265,6 @@ def gpu_samples_write(rows: list[tuple[int, int, int, tuple]], *, interval_s: in
     if not rows:
         return 0
     if connection.vendor == "postgresql":
-        # Each UTC day's rows go to that day's partition: make it first when it is missing.
-        days = {ts_ms // 86_400_000 for ts_ms in {row[2] for row in rows}}
-        partitions_ensure("efficiency_gpusample", {EPOCH_DAY + timedelta(days=day) for day in days})
         return _samples_copy(rows, interval_s)
     return _samples_insert(rows, interval_s)
 
@@ -297,6 +294,8 @@ def _samples_copy(rows, interval_s: int) -> int:
     for _, _, ts_ms, _ in rows:
         if ts_ms not in instants:
             instants[ts_ms] = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    # Each UTC day's rows go to that day's partition: make it first when it is missing.
+    partitions_for_rows("efficiency_gpusample", instants.values())
     columns = ", ".join(SAMPLE_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -686,11 +685,8 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogLines], now: datetime | Non
         partitions_for_rows("efficiency_logchunk", [now])
     with transaction.atomic():
         # One writer per source at a time, so the check below sees every chunk stored before
-        # (no unique constraint can: the table is partitioned by day). SQLite's IMMEDIATE
-        # transactions already admit one writer at a time.
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOG_CHUNK_LOCK_SPACE, source.pk])
+        # (no unique constraint can: the table is partitioned by day).
+        transaction_lock(LOG_CHUNK_LOCK_SPACE, source.pk)
         # A replay after a crash can bring a longer chunk with the same start (the file grew in
         # between): it holds everything the stored one did and more, so it replaces it.
         stored_ends = {

@@ -29,6 +29,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from efficiency.services.locks import transaction_lock
+
 logger = logging.getLogger(__name__)
 
 # table -> the column it is partitioned by
@@ -80,14 +82,13 @@ def partitions_ensure(table: str, days: Iterable[date]) -> list[str]:
         return []
     created = []
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [default_partition_name(table)])
-        if not cursor.fetchone()[0]:
+        if not _exists(cursor, default_partition_name(table)):
             return []  # not partitioned (before migration 0029)
         missing = [day for day in wanted if not _exists(cursor, partition_name(table, day))]
         if missing:
             # One creator at a time per table: two workers ingesting the first rows of a new day
             # would otherwise race to make the same partition.
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [PARTITION_LOCK_SPACE, table])
+            transaction_lock(PARTITION_LOCK_SPACE, _table_key(table))
             for day in missing:
                 if not _exists(cursor, partition_name(table, day)):
                     _partition_create(cursor, table, day)
@@ -148,7 +149,7 @@ def partitions_drop_before(table: str, cutoff: datetime) -> dict[str, int]:
         if partition.end > cutoff:
             break
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [PARTITION_LOCK_SPACE, table])
+            transaction_lock(PARTITION_LOCK_SPACE, _table_key(table))
             # Rows written earlier in the same transaction leave deferred foreign-key checks
             # pending, and PostgreSQL drops no table with pending checks: run them now.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
@@ -166,22 +167,14 @@ def partitions_drop_before(table: str, cutoff: datetime) -> dict[str, int]:
     return {"partitions": dropped, "rows": rows}
 
 
-def partition_sizes(table: str) -> list[tuple[str, int]]:
-    """(partition, bytes on disk with its indexes and TOAST) of every partition of ``table``."""
-    if connection.vendor != "postgresql":
-        return []
-    names = [partition.name for partition in partitions_list(table)] + [default_partition_name(table)]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT name, pg_total_relation_size(to_regclass(name)) FROM unnest(%s::text[]) AS name",
-            [names],
-        )
-        return [(name, size or 0) for name, size in cursor.fetchall()]
-
-
 def known_forget() -> None:
     """Forget which partitions exist (after they were dropped or made by another path)."""
     _known.clear()
+
+
+def _table_key(table: str) -> int:
+    """The second key of ``table``'s partition lock (the first is ``PARTITION_LOCK_SPACE``)."""
+    return list(PARTITIONED).index(table)
 
 
 def _exists(cursor, name: str) -> bool:

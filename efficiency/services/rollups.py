@@ -55,6 +55,7 @@ from efficiency.models import (
     SourceRun,
 )
 from efficiency.models.jobs import MILLI_PER_GPU
+from efficiency.services.locks import transaction_lock
 from efficiency.services.partitions import partitioning_active, partitions_ahead, partitions_drop_before
 from efficiency.times import portal_day_zone
 
@@ -228,9 +229,7 @@ def _node_days_refresh(cluster: Cluster, node_ids: list[int], hours: list[dateti
     from half of its hours (or failing on the unique day row).
     """
     days = {day_of(hour, zone) for hour in hours}
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [NODE_DAYS_LOCK_SPACE, cluster.pk])
+    transaction_lock(NODE_DAYS_LOCK_SPACE, cluster.pk)
     node_days = rollup_node_days(_day_parts(NodeHour.objects.filter(node_id__in=node_ids), days, zone))
     NodeDay.objects.filter(node_id__in=node_ids, day__in=days).delete()
     NodeDay.objects.bulk_create(_node_day_rows(cluster.pk, node_days, zone), batch_size=2000)
@@ -405,7 +404,7 @@ def retention_prune(*, now: datetime | None = None) -> dict[str, int]:
     """
     now = now or timezone.now()
     cutoff = now - timedelta(days=settings.PORTAL_RAW_RETENTION_DAYS)
-    deleted = {"samples": 0, "log_chunks": 0, "runs": 0}
+    deleted = {"samples": 0, "log_chunks": 0}
     if partitioning_active():
         partitions_ahead(now=now)
         samples = partitions_drop_before("efficiency_gpusample", cutoff)
@@ -415,9 +414,21 @@ def retention_prune(*, now: datetime | None = None) -> dict[str, int]:
             sample_days_dropped=samples["partitions"],
             log_chunks=chunks["rows"],
             log_chunk_days_dropped=chunks["partitions"],
-            runs=SourceRun.objects.filter(started_at__lt=now - timedelta(days=30)).delete()[0],
         )
-        return deleted
+    else:
+        while True:
+            # Delete in slices by time so one run never holds a huge transaction.
+            oldest = (
+                GpuSample.objects.filter(ts__lt=cutoff).order_by("ts").values_list("ts", flat=True).first()
+            )
+            if oldest is None:
+                break
+            upto = min(cutoff, oldest + timedelta(hours=6))
+            count, _ = GpuSample.objects.filter(ts__lt=upto).delete()
+            deleted["samples"] += count
+        deleted["log_chunks"], _ = LogChunk.objects.filter(received_at__lt=cutoff).delete()
+    deleted["runs"], _ = SourceRun.objects.filter(started_at__lt=now - timedelta(days=30)).delete()
+    return deleted
     while True:
         # Delete in slices by time so one run never holds a huge transaction.
         oldest = GpuSample.objects.filter(ts__lt=cutoff).order_by("ts").values_list("ts", flat=True).first()
