@@ -47,15 +47,17 @@ class _SlowExporters(BaseHTTPRequestHandler):
             time.sleep(ANSWER_S)
             hostname = self.path.split("/")[1]
             body = self.page.replace('Hostname="k8s-gpu1"', f'Hostname="{hostname}"').encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
         finally:
+            # Counted out before the first byte of the answer leaves: once the client has read it,
+            # its next request may arrive before this thread would get to count this one out.
             with cls.lock:
                 cls.in_flight -= 1
                 cls.served += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *args):
         pass
