@@ -152,6 +152,32 @@ class LogChunk(models.Model):
         return f"{self.stream}@{self.start_offset}"
 
 
+class PrunedLogSpan(models.Model):
+    """What retention removed from the head of one log file: up to which byte, and how many lines.
+
+    Line numbers count from the start of the file, so once a file's first chunks are gone the
+    chunks still stored are numbered after ``line_count`` lines, and a replay of a pruned part
+    (a shipper's cursor reset) is known as already delivered rather than stored again.
+    """
+
+    source = models.ForeignKey(DataSource, on_delete=models.CASCADE, related_name="pruned_log_spans")
+    stream = models.CharField(max_length=500)
+    file_id = models.CharField(max_length=100)
+    end_offset = models.BigIntegerField(help_text=_("Every byte before this offset was pruned."))
+    line_count = models.PositiveBigIntegerField(help_text=_("Lines in the pruned chunks."))
+    pruned_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = _("pruned log span")
+        verbose_name_plural = _("pruned log spans")
+        constraints = [
+            models.UniqueConstraint(fields=["source", "stream", "file_id"], name="pruned_log_span_file"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream} <{self.end_offset}"
+
+
 class RollupDirtyHour(models.Model):
     """An hour of a cluster whose rollups must be recomputed (new, late or corrected data)."""
 

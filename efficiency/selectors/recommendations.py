@@ -8,6 +8,7 @@ from django.utils import timezone
 from efficiency.choices import RecommendationState
 from efficiency.models import Job, JobHour, Recommendation, RecommendationDecision
 from efficiency.scoping import User, scope_queryset
+from efficiency.selectors.log_lines import pruned_heads
 
 
 def recommendation_list(*, user: User) -> QuerySet[Recommendation]:
@@ -111,12 +112,18 @@ def recommendation_evidence(*, user: User, recommendation: Recommendation, radiu
 
 
 def _line_context(job: Job, stream: str, line: int, radius: int) -> list[tuple[int, str, bool]]:
-    first = 1
-    for chunk_lines, text_pk in (
+    """The lines around ``line`` of the job's ``stream``, numbered as the log facts worker numbers
+    them: per file, from its first byte, after what retention pruned of it."""
+    chunks = list(
         job.log_chunks.filter(stream=stream)
-        .order_by("file_id", "start_offset")
-        .values_list("line_count", "pk")
-    ):
+        .order_by("file_id", "source_id", "start_offset")
+        .values_list("source_id", "file_id", "line_count", "pk")
+    )
+    pruned = pruned_heads((source, stream, file_id) for source, file_id, *_ in chunks)
+    current, first = None, 1
+    for source, file_id, chunk_lines, text_pk in chunks:
+        if (source, file_id) != current:
+            current, first = (source, file_id), 1 + pruned.get((source, stream, file_id), (0, 0))[1]
         if first <= line < first + chunk_lines:
             text = job.log_chunks.get(pk=text_pk).text
             # Lines end at "\n" only, as the collectors and the worker count them (a progress bar's

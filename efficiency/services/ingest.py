@@ -5,6 +5,8 @@ a replayed cursor) is stored once and counted as duplicates the second time. Bad
 rejected one by one with a reason; the rest is stored.
 """
 
+import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -34,6 +36,7 @@ from efficiency.models import (
     DepartmentMapping,
     Job,
     LogChunk,
+    PrunedLogSpan,
     RollupDirtyHour,
 )
 from efficiency.models.jobs import MILLI_PER_GPU
@@ -653,7 +656,11 @@ def _span_hours(spans: list[tuple[datetime, datetime]]) -> set[datetime]:
 
 
 def log_chunks_ingest(*, source, chunks: Iterable[LogLines], now: datetime | None = None) -> IngestResult:
-    """Store log chunks once per (stream, file generation, start offset); link them to jobs."""
+    """Store log chunks once per (stream, file generation, start offset); link them to jobs.
+
+    A stored chunk never changes: of a longer replay only the lines after the stored ones are
+    stored (``_chunk_new_part``), and likewise of a replay of a part retention pruned.
+    """
     now = now or timezone.now()
     result = IngestResult()
     chunks = list(chunks)
@@ -676,7 +683,7 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogLines], now: datetime | Non
             node=chunk.node[:255],
             rank=chunk.rank,
             line_count=chunk.line_count,
-            text=chunk.text.replace("\x00", "\N{REPLACEMENT CHARACTER}"),
+            text=chunk.text,
             received_at=now,
         )
         for chunk in chunks
@@ -687,28 +694,85 @@ def log_chunks_ingest(*, source, chunks: Iterable[LogLines], now: datetime | Non
         # One writer per source at a time, so the check below sees every chunk stored before
         # (no unique constraint can: the table is partitioned by day).
         transaction_lock(LOG_CHUNK_LOCK_SPACE, source.pk)
-        # A replay after a crash can bring a longer chunk with the same start (the file grew in
-        # between): it holds everything the stored one did and more, so it replaces it.
-        stored_ends = {
-            (stream, file_id, start): (pk, end)
-            for pk, stream, file_id, start, end in LogChunk.objects.filter(
-                source=source, stream__in={row.stream for row in rows}
-            ).values_list("pk", "stream", "file_id", "start_offset", "end_offset")
-        }
-        new_rows, longer = [], []
+        streams = {row.stream for row in rows}
+        # Per file, the byte ranges delivered before, in offset order: the chunks stored, and the
+        # head retention pruned (its line count no longer splits into chunks: None).
+        covered: dict[tuple[str, str], list[tuple[int, int, int | None]]] = defaultdict(list)
+        for stream, file_id, end in PrunedLogSpan.objects.filter(
+            source=source, stream__in=streams
+        ).values_list("stream", "file_id", "end_offset"):
+            covered[(stream, file_id)].append((-1, end, None))
+        for stream, file_id, start, end, lines in LogChunk.objects.filter(
+            source=source, stream__in=streams
+        ).values_list("stream", "file_id", "start_offset", "end_offset", "line_count"):
+            covered[(stream, file_id)].append((start, end, lines))
+        for spans in covered.values():
+            spans.sort()
+        new_rows = []
         for row in rows:
-            key = (row.stream, row.file_id, row.start_offset)
-            known = stored_ends.get(key)
-            if known is None:
-                stored_ends[key] = (None, row.end_offset)
-                new_rows.append(row)
-            elif known[0] is not None and row.end_offset > known[1]:
-                row.pk = known[0]
-                stored_ends[key] = (known[0], row.end_offset)
-                longer.append(row)
-            else:
-                result.duplicates += 1
+            spans = covered[(row.stream, row.file_id)]
+            row = _chunk_new_part(row, spans, result)
+            if row is None:
+                continue
+            bisect.insort(spans, (row.start_offset, row.end_offset, row.line_count))
+            # Cut first, then replaced: the offsets count the bytes as the file holds them.
+            row.text = row.text.replace("\x00", "\N{REPLACEMENT CHARACTER}")
+            new_rows.append(row)
         LogChunk.objects.bulk_create(new_rows, batch_size=500)
-        LogChunk.objects.bulk_update(longer, ["end_offset", "text", "line_count", "job"], batch_size=500)
-    result.stored = len(new_rows) + len(longer)
+    result.stored = len(new_rows)
     return result
+
+
+def _chunk_new_part(
+    row: LogChunk, spans: list[tuple[int, int, int | None]], result: IngestResult
+) -> LogChunk | None:
+    """``row``, or its part after what was delivered before (``spans``: the file's stored chunks
+    and pruned head, in offset order); None when all of it was.
+
+    A shipper that crashed replays from an older cursor, reaching further than before, maybe cut
+    into other chunks. Stored chunks never change (the workers read each chunk once, by id), so
+    what they hold is cut off the front of the new one and the rest is stored as a chunk of its
+    own. The cut goes where the file's bytes say (the offsets count them) and must end a line;
+    when the text does not match its offsets, it goes after the lines of stored chunks that
+    follow each other from the new one's start.
+    """
+    start, skipped, by_lines = row.start_offset, 0, True
+    while True:
+        index = bisect.bisect_right(spans, (start, math.inf, math.inf)) - 1
+        if index < 0 or not spans[index][0] <= start < spans[index][1]:
+            break
+        span_start, span_end, span_lines = spans[index]
+        if span_start == start and span_lines is not None:
+            skipped += span_lines
+        else:
+            by_lines = False
+        start = span_end
+    if start == row.start_offset:
+        return row
+    if start >= row.end_offset:
+        result.duplicates += 1
+        return None
+    where = f"{row.stream}@{row.start_offset}"
+    raw = row.text.encode("utf-8", "surrogatepass")
+    cut = start - row.start_offset
+    if len(raw) == row.end_offset - row.start_offset and raw[cut - 1 : cut] == b"\n":
+        row.line_count -= raw[:cut].count(b"\n")
+        row.start_offset, row.text = start, raw[cut:].decode("utf-8", "surrogatepass")
+        return row
+    if not by_lines:
+        result.reject(f"chunk at {row.start_offset} overlaps what was delivered before up to {start}, "
+                      "but its text does not end a line there: not stored", where)  # fmt: skip
+        return None
+    position = -1
+    for _ in range(skipped):
+        position = row.text.find("\n", position + 1)
+        if position == -1:
+            result.reject(
+                f"chunk at {row.start_offset} does not begin with the {skipped} stored lines", where
+            )
+            return None
+    if skipped >= row.line_count:
+        result.reject(f"chunk at {row.start_offset} holds no line after the stored ones", where)
+        return None
+    row.start_offset, row.text, row.line_count = start, row.text[position + 1 :], row.line_count - skipped
+    return row

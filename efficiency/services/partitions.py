@@ -21,7 +21,7 @@ retention deletes rows as before.
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -134,12 +134,16 @@ def partitions_list(table: str) -> list[Partition]:
     return sorted(found, key=lambda partition: partition.day)
 
 
-def partitions_drop_before(table: str, cutoff: datetime) -> dict[str, int]:
+def partitions_drop_before(
+    table: str, cutoff: datetime, *, before_drop: Callable[[str, datetime], None] | None = None
+) -> dict[str, int]:
     """Drop ``table``'s partitions that end at or before ``cutoff``; delete the default
     partition's rows older than ``cutoff``. Returns the partitions dropped and the rows deleted.
 
     A day is kept while any of it is inside the window: retention is whole UTC days (up to a day
-    more than ``cutoff`` asks for), never a scan of a day's rows.
+    more than ``cutoff`` asks for), never a scan of a day's rows. ``before_drop(relation, upto)``,
+    when given, runs in the same transaction just before the rows of ``relation`` (a partition,
+    or the default one) with a key before ``upto`` go: to keep what must outlive them.
     """
     if connection.vendor != "postgresql":
         return {"partitions": 0, "rows": 0}
@@ -153,12 +157,16 @@ def partitions_drop_before(table: str, cutoff: datetime) -> dict[str, int]:
             # Rows written earlier in the same transaction leave deferred foreign-key checks
             # pending, and PostgreSQL drops no table with pending checks: run them now.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            if before_drop is not None and _exists(cursor, partition.name):
+                before_drop(partition.name, partition.end)
             cursor.execute(f'DROP TABLE IF EXISTS "{partition.name}"')
             cursor.execute("SET CONSTRAINTS ALL DEFERRED")  # Django's foreign keys are deferred
         _known.discard((table, partition.day))
         dropped += 1
         logger.info("dropped partition %s", partition.name, extra={"partition": partition.name})
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if before_drop is not None:
+            before_drop(default_partition_name(table), cutoff)
         cursor.execute(
             f'DELETE FROM "{default_partition_name(table)}" WHERE "{key}" < %s',  # noqa: S608 -- names from PARTITIONED
             [cutoff],

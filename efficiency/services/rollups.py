@@ -50,6 +50,7 @@ from efficiency.models import (
     Node,
     NodeDay,
     NodeHour,
+    PrunedLogSpan,
     RollupDirtyHour,
     ScopeHour,
     SourceRun,
@@ -400,15 +401,21 @@ def retention_prune(*, now: datetime | None = None) -> dict[str, int]:
 
     On PostgreSQL the raw tables are partitioned by day: a day goes whole, by dropping its
     partition, once all of it is past the window (so up to a day more is kept), and the
-    partitions of the coming days are made. Elsewhere the rows are deleted.
+    partitions of the coming days are made. Elsewhere the rows are deleted. What the log chunks
+    held up to where they go is kept per file (``PrunedLogSpan``), in the same transaction, so the
+    chunks still stored keep their line numbers and a replay of a pruned part is not stored again.
     """
     now = now or timezone.now()
     cutoff = now - timedelta(days=settings.PORTAL_RAW_RETENTION_DAYS)
     deleted = {"samples": 0, "log_chunks": 0}
+
+    def spans_keep(relation: str, upto: datetime) -> None:
+        pruned_log_spans_record(relation, upto, now=now)
+
     if partitioning_active():
         partitions_ahead(now=now)
         samples = partitions_drop_before("efficiency_gpusample", cutoff)
-        chunks = partitions_drop_before("efficiency_logchunk", cutoff)
+        chunks = partitions_drop_before("efficiency_logchunk", cutoff, before_drop=spans_keep)
         deleted.update(
             samples=samples["rows"],
             sample_days_dropped=samples["partitions"],
@@ -426,17 +433,45 @@ def retention_prune(*, now: datetime | None = None) -> dict[str, int]:
             upto = min(cutoff, oldest + timedelta(hours=6))
             count, _ = GpuSample.objects.filter(ts__lt=upto).delete()
             deleted["samples"] += count
-        deleted["log_chunks"], _ = LogChunk.objects.filter(received_at__lt=cutoff).delete()
+        with transaction.atomic():
+            spans_keep(LogChunk._meta.db_table, cutoff)
+            deleted["log_chunks"], _ = LogChunk.objects.filter(received_at__lt=cutoff).delete()
     deleted["runs"], _ = SourceRun.objects.filter(started_at__lt=now - timedelta(days=30)).delete()
     return deleted
-    while True:
-        # Delete in slices by time so one run never holds a huge transaction.
-        oldest = GpuSample.objects.filter(ts__lt=cutoff).order_by("ts").values_list("ts", flat=True).first()
-        if oldest is None:
-            break
-        upto = min(cutoff, oldest + timedelta(hours=6))
-        count, _ = GpuSample.objects.filter(ts__lt=upto).delete()
-        deleted["samples"] += count
-    deleted["log_chunks"], _ = LogChunk.objects.filter(received_at__lt=cutoff).delete()
-    deleted["runs"], _ = SourceRun.objects.filter(started_at__lt=now - timedelta(days=30)).delete()
-    return deleted
+
+
+def pruned_log_spans_record(relation: str, upto: datetime, *, now: datetime) -> int:
+    """Add the log chunks of ``relation`` (the chunk table or one of its partitions) received
+    before ``upto`` to their files' pruned spans; returns the files touched. Call it in the
+    transaction that removes those chunks."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT source_id, stream, file_id, MAX(end_offset), SUM(line_count) FROM "{relation}" '  # noqa: S608 -- a table name from the partition list
+            "WHERE received_at < %s GROUP BY source_id, stream, file_id",
+            [upto],
+        )
+        spans = {
+            (source, stream, file_id): (end, int(lines)) for source, stream, file_id, end, lines in cursor
+        }
+    if not spans:
+        return 0
+    known = {
+        (span.source_id, span.stream, span.file_id): span
+        for span in PrunedLogSpan.objects.select_for_update().filter(
+            source_id__in={source for source, _, _ in spans}, stream__in={stream for _, stream, _ in spans}
+        )
+    }
+    new, changed = [], []
+    for (source, stream, file_id), (end, lines) in spans.items():
+        span = known.get((source, stream, file_id))
+        if span is None:
+            span = PrunedLogSpan(source_id=source, stream=stream, file_id=file_id, end_offset=0, line_count=0)
+            new.append(span)
+        else:
+            changed.append(span)
+        span.end_offset = max(span.end_offset, end)
+        span.line_count += lines
+        span.pruned_at = now
+    PrunedLogSpan.objects.bulk_create(new, batch_size=1000)
+    PrunedLogSpan.objects.bulk_update(changed, ["end_offset", "line_count", "pruned_at"], batch_size=1000)
+    return len(spans)

@@ -267,16 +267,45 @@ def test_log_chunks_are_stored_once_and_linked_to_their_job(mapped):
     assert "\x00" not in stored[1].text
 
 
-def test_a_longer_replay_of_a_log_chunk_replaces_the_shorter_one(mapped):
+def test_of_a_longer_replay_of_a_log_chunk_the_lines_after_the_stored_ones_are_stored(mapped):
     source = DataSource.objects.create(cluster=mapped, kind="log_files", name="logs")
     short = LogLines("7/rank-0.log", "1:2", 0, 4, "a\nb\n", 2)
     longer = LogLines("7/rank-0.log", "1:2", 0, 6, "a\nb\nc\n", 3)
     log_chunks_ingest(source=source, chunks=[short], now=NOW)
+    first_id = LogChunk.objects.get().pk
     result = log_chunks_ingest(source=source, chunks=[longer], now=NOW)
     assert result.stored == 1
-    stored = LogChunk.objects.get()
-    assert (stored.end_offset, stored.text, stored.line_count) == (6, "a\nb\nc\n", 3)
-    assert log_chunks_ingest(source=source, chunks=[short], now=NOW).duplicates == 1
+    # The stored chunk is left as it was (the workers read it once, by id); the new line is a
+    # chunk of its own, after it.
+    stored = [
+        (c.pk == first_id, c.start_offset, c.end_offset, c.text, c.line_count)
+        for c in LogChunk.objects.order_by("start_offset")
+    ]
+    assert stored == [(True, 0, 4, "a\nb\n", 2), (False, 4, 6, "c\n", 1)]
+    assert log_chunks_ingest(source=source, chunks=[short, longer], now=NOW).duplicates == 2
+    # Longer again, past both: only what neither holds is new.
+    longest = LogLines("7/rank-0.log", "1:2", 0, 10, "a\nb\nc\nd\ne\n", 5)
+    assert log_chunks_ingest(source=source, chunks=[longest], now=NOW).stored == 1
+    assert LogChunk.objects.order_by("start_offset").last().text == "d\ne\n"
+    assert "".join(LogChunk.objects.order_by("start_offset").values_list("text", flat=True)) == longest.text
+
+
+def test_a_replay_whose_text_does_not_match_its_offsets_is_cut_by_lines_or_refused(mapped):
+    source = DataSource.objects.create(cluster=mapped, kind="log_files", name="logs")
+    log_chunks_ingest(source=source, chunks=[LogLines("7/rank-0.log", "1:2", 0, 4, "a\nb\n", 2)], now=NOW)
+    # From the stored chunk's start: its two lines are known, so what follows them is stored.
+    dishonest = LogLines("7/rank-0.log", "1:2", 0, 100, "a\nb\nc\n", 3)
+    assert log_chunks_ingest(source=source, chunks=[dishonest], now=NOW).stored == 1
+    assert LogChunk.objects.order_by("start_offset").last().text == "c\n"
+    # From inside a stored chunk: nothing says where its lines end.
+    inside = LogLines("7/rank-0.log", "1:2", 2, 200, "b\nc\nd\n", 3)
+    result = log_chunks_ingest(source=source, chunks=[inside], now=NOW)
+    assert result.stored == 0
+    assert [r.reason for r in result.rejected] == [
+        "chunk at 2 overlaps what was delivered before up to 100, but its text does not end a line there: "
+        "not stored"
+    ]
+    assert LogChunk.objects.count() == 2
 
 
 def test_a_running_jobs_elapsed_time_does_not_recompute_its_past_hours(mapped):

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from efficiency.analysis.faults import trust
 from efficiency.choices import ActionKind, NodeState, SourceKind
+from efficiency.collectors.records import LogLines
 from efficiency.models import (
     DataSource,
     FaultSignal,
@@ -31,6 +32,7 @@ from efficiency.models import (
     NodeStateChange,
 )
 from efficiency.services import faults
+from efficiency.services.ingest import log_chunks_ingest
 from efficiency.services.sources import source_collect
 from efficiency.services.tokens import api_token_issue
 from tests.factories import UserFactory
@@ -107,6 +109,25 @@ def test_a_pushed_xid79_line_naming_another_node_is_a_suspicion_without_that_nod
     )
     incident = Incident.objects.get()
     assert (incident.confirmed, incident.node, incident.job) == (False, None, world.job_a)
+
+
+def test_the_lines_a_grown_replay_adds_are_scanned(world):
+    """A shipper that crashed replays from an offset already stored, with lines written since: the
+    scanner reads each chunk once, by id, so those lines must arrive as a chunk of their own."""
+    head = "epoch 1 step 10\nepoch 1 step 20\n"
+    grown = head + naming("gpu-b01") + "\n"
+
+    def deliver(text: str, lines: int, at) -> None:
+        chunk = LogLines("/var/log/jobs/a/rank-0.log", "push", 0, len(text.encode()), text, lines,
+                         job_external_id=world.job_a.external_id, node="gpu-a01", rank=0)  # fmt: skip
+        log_chunks_ingest(source=world.source, chunks=[chunk], now=at)
+        faults.fault_scan_source(source=world.source, now=at)
+
+    deliver(head, 2, T0)
+    assert not FaultSignal.objects.exists()
+    deliver(grown, 3, T0 + timedelta(minutes=1))
+    signal = FaultSignal.objects.get()
+    assert (signal.category, signal.job) == ("hardware_gpu", world.job_a)
 
 
 def test_a_log_file_under_a_node_the_job_never_ran_on_names_no_node(world, tmp_path):

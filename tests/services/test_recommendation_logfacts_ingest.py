@@ -6,9 +6,6 @@ What must hold: the stored evidence names each line by its real line number in i
 running the worker after every delivery gives the facts one run over all chunks gives; a chunk is
 stored once however often it is delivered; chunks of unknown jobs are not read; and the worker
 never raises, whatever the text (a raise stops the engine for every job, every run after).
-
-Tests marked ``xfail(strict=True)`` pin production bugs found while writing these (see the
-reasons); they turn into failures once the bug is fixed, so the marker is then removed.
 """
 
 import json
@@ -188,12 +185,6 @@ def test_a_chunk_delivered_twice_is_stored_once_and_read_once(world):
     assert [chunk.line_count for chunk in parsed.records] == [1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="efficiency/services/ingest.py:667 replaces a stored chunk by a longer replay in place "
-    "(same pk), and efficiency/services/recommendations/logfacts.py:30 reads only pk > cursor: "
-    "the replay's new lines are never read when the worker ran in between",
-)
 def test_a_longer_replay_of_a_chunk_already_read_is_read(world):
     head = [STEP] * 5
     ingest(world, pieces("7001", head, [5]))
@@ -306,7 +297,7 @@ WORDS = st.sampled_from(
         "\x0c", "\u2028", "\ufffd", "中文", ",", "[", "]",
     ]
 )  # fmt: skip
-# Numbers the builder can hold (the >4300-digit and dotted-timer cases are the xfail above).
+# Numbers the builder can hold.
 NUMBERS = st.integers(-(10**30), 10**30).map(str)
 
 
@@ -332,19 +323,24 @@ def test_a_chunk_pruned_before_the_run_leaves_the_worker_reading_the_rest(world,
     ingest(world, rest, now=now)
     retention_prune(now=now)
     assert sorted(LogChunk.objects.values_list("start_offset", flat=True)) == [c.start_offset for c in rest]
+    # What was pruned is no gap to wait for: the rest is read at once.
+    assert job_log_facts_update(now=now) == {world.job.pk}
+    assert facts_of(world.job)["net_socket"]
+    # A replay of the pruned part (a shipper's cursor reset) is known, not stored again.
+    assert ingest(world, first, now=now).duplicates == 1
+
+
+def test_a_chunk_never_delivered_leaves_the_rest_waiting_then_read(world):
+    now = timezone.now()
+    lines = [STEP] * 6 + _lines(SOCKET_LOG)
+    ingest(world, pieces("7001", lines, [6])[1:], now=now)  # the first piece was lost on the way
     # The rest waits for the earlier part a while (a shipper's late batch), then is read anyway.
     assert job_log_facts_update(now=now) == {world.job.pk}
     assert not facts_of(world.job).get("net_socket")
     assert job_log_facts_update(now=now + PENDING_GRACE + timedelta(minutes=1)) == {world.job.pk}
-    assert facts_of(world.job)["net_socket"]  # read, whatever the numbering
+    assert facts_of(world.job)["net_socket"]  # read, numbered from the first piece that came
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="efficiency/services/recommendations/logfacts.py:_chunks_to_read numbers a chunk's lines from the "
-    "chunks still stored: after retention pruned the stream's first chunk, the evidence is "
-    "numbered as if the stream began at the first kept chunk",
-)
 def test_a_chunk_pruned_before_the_run_does_not_shift_the_line_numbers(world, settings):
     now = timezone.now()
     old = now - timedelta(days=settings.PORTAL_RAW_RETENTION_DAYS + 1)
@@ -403,12 +399,6 @@ def test_the_page_context_matches_the_evidence_after_progress_bar_carriage_retur
         assert hits == [(row["line"], lines[row["line"] - 1])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="efficiency/selectors/recommendations.py:_line_context numbers lines from the first "
-    "chunk still stored: once retention pruned a stream's first chunks, the page highlights "
-    "another line than the (correctly numbered) evidence",
-)
 def test_the_page_context_matches_the_evidence_after_retention_pruned_earlier_chunks(
     world, socket_family, settings
 ):

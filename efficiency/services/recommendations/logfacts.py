@@ -8,12 +8,12 @@ order, so the evidence says "rank-3.log line 42" as an editor would.
 A chunk whose stream has a gap before it (a shipper delivered a later batch before an earlier one)
 waits: its line numbers are not known until the gap fills. It is read when the earlier chunk
 arrives, in offset order, or after ``PENDING_GRACE`` with the numbers the stored chunks give (the
-earlier part was lost, or pruned by retention before it was read).
+earlier part was lost). A part retention pruned is no gap: ``PrunedLogSpan`` says how many lines
+it held, and the numbering goes on after them.
 """
 
 import json
 import logging
-from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from efficiency.analysis.recommendations.logfacts import LogFacts, LogFactsBuilder
 from efficiency.models import JobLogFacts, LogChunk
+from efficiency.selectors.log_lines import pruned_heads
 
 logger = logging.getLogger(__name__)
 
@@ -104,14 +105,20 @@ def _chunks_to_read(
     """The job's unread chunks in offset order with their first line numbers, and those that wait
     for a gap before them to fill. Unread: stored since the last run (up to ``cursor``), or waiting."""
     to_read, waiting = [], set()
-    counted: dict[tuple[str, str], int] = defaultdict(int)
-    reached: dict[tuple[str, str], int | None] = {}
-    for pk, stream, file_id, start, end, lines, received in (
+    chunks = list(
         LogChunk.objects.filter(job_id=job_id)
         .order_by("stream", "file_id", "start_offset")
-        .values_list("pk", "stream", "file_id", "start_offset", "end_offset", "line_count", "received_at")
-    ):
-        key = (stream, file_id)
+        .values_list(
+            "pk", "source_id", "stream", "file_id", "start_offset", "end_offset", "line_count", "received_at"
+        )
+    )
+    # A file whose head retention pruned goes on from there: its kept chunks keep their numbers.
+    pruned = pruned_heads((source, stream, file_id) for _, source, stream, file_id, *_ in chunks)
+    counted: dict[tuple[int, str, str], int] = {key: lines for key, (_, lines) in pruned.items()}
+    reached: dict[tuple[int, str, str], int | None] = {key: end for key, (end, _) in pruned.items()}
+    for pk, source, stream, file_id, start, end, lines, received in chunks:
+        key = (source, stream, file_id)
+        counted.setdefault(key, 0)
         upto = reached.get(key, 0)
         contiguous = upto is not None and start <= upto
         base = counted[key] + 1
