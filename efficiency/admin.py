@@ -33,6 +33,7 @@ from efficiency.models import (
     Incident,
     Job,
     JobLogFacts,
+    LogFactsCursor,
     Node,
     NodeStateChange,
     Notification,
@@ -580,6 +581,14 @@ class JobLogFactsAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["job", "last_chunk_id", "updated_at"]
     search_fields = ["job__external_id"]
     list_select_related = ["job"]
+
+
+@admin.register(LogFactsCursor)
+class LogFactsCursorAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """How far the log facts worker has read each source's log chunks."""
+
+    list_display = ["source", "last_chunk_id"]
+    list_select_related = ["source"]
 
 
 # --- Tickets: worked on the portal's pages, read here with their history ---------------------------

@@ -93,6 +93,7 @@ ROLE_MODEL_PERMISSIONS: dict[Role, dict[tuple[str, str], list[str]]] = {
         ("efficiency", "recommendation"): [VIEW],
         ("efficiency", "recommendationdecision"): [VIEW],
         ("efficiency", "joblogfacts"): [VIEW],
+        ("efficiency", "logfactscursor"): [VIEW],
         ("efficiency", "ticket"): [VIEW],
         ("efficiency", "ticketcomment"): [VIEW],
         # Notifications: channels are configured here; deliveries are read (and retried).

@@ -35,7 +35,12 @@ from efficiency.models.quotas import (
     QuotaEvent,
     QuotaObjection,
 )
-from efficiency.models.recommendations import JobLogFacts, Recommendation, RecommendationDecision
+from efficiency.models.recommendations import (
+    JobLogFacts,
+    LogFactsCursor,
+    Recommendation,
+    RecommendationDecision,
+)
 from efficiency.models.system import WorkerHeartbeat
 from efficiency.models.telemetry import (
     DataSource,
@@ -82,6 +87,7 @@ __all__ = [
     "JobHour",
     "JobLogFacts",
     "LogChunk",
+    "LogFactsCursor",
     "LogStreamContext",
     "Node",
     "NodeClassification",

@@ -140,3 +140,25 @@ class JobLogFacts(models.Model):
 
     def __str__(self) -> str:
         return f"facts of job {self.job_id}"
+
+
+class LogFactsCursor(models.Model):
+    """How far the log facts worker has read one source's log chunks, by id.
+
+    Per source, because a source's chunks are stored by one writer at a time (``log_chunks_ingest``
+    holds the source's lock until it commits), so their ids become visible in order; across
+    sources they do not, and one cursor over all chunks could pass an id another source had not
+    committed yet and never read it.
+    """
+
+    source = models.OneToOneField(
+        "efficiency.DataSource", on_delete=models.CASCADE, related_name="log_facts_cursor"
+    )
+    last_chunk_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("log facts cursor")
+        verbose_name_plural = _("log facts cursors")
+
+    def __str__(self) -> str:
+        return f"{self.source_id} @ {self.last_chunk_id}"

@@ -10,11 +10,12 @@ never raises, whatever the text (a raise stops the engine for every job, every r
 
 import json
 import random
+import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,7 @@ from efficiency.collectors.records import LogLines
 from efficiency.models import JobLogFacts, LogChunk, Recommendation
 from efficiency.selectors.recommendations import recommendation_evidence
 from efficiency.services.ingest import log_chunks_ingest
+from efficiency.services.partitions import partitions_for_rows
 from efficiency.services.recommendations import job_log_facts_update, recommendations_refresh
 from efficiency.services.recommendations.logfacts import PENDING_GRACE
 from efficiency.services.rollups import retention_prune
@@ -195,6 +197,41 @@ def test_a_longer_replay_of_a_chunk_already_read_is_read(world):
     assert ingest(world, grown).stored == 1
     job_log_facts_update()
     assert facts_of(world.job)["net_socket"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_source_that_commits_after_another_with_lower_ids_is_still_read(world):
+    """Two sources store chunks at once: the first takes lower ids but commits last. A cursor over
+    all chunks would pass its ids while they were invisible and never read them."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite takes one writer at a time")
+    partitions_for_rows("efficiency_logchunk", [timezone.now()])  # made and committed up front
+    stored, release = threading.Event(), threading.Event()
+
+    def slow_writer():
+        try:
+            with transaction.atomic():
+                ingest(world, pieces("7002", _lines(SOCKET_LOG), [5]), source=world.twin_source)
+                stored.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=slow_writer)
+    writer.start()
+    try:
+        assert stored.wait(30)
+        ingest(world, pieces("7001", _lines(SOCKET_LOG), [5]))  # higher ids, committed first
+        assert job_log_facts_update() == {world.job.pk}
+    finally:
+        release.set()
+        writer.join()
+    assert (
+        LogChunk.objects.filter(job=world.twin).order_by("pk").first().pk
+        < LogChunk.objects.filter(job=world.job).order_by("pk").first().pk
+    )
+    assert job_log_facts_update() == {world.twin.pk}
+    assert facts_of(world.twin)["net_socket"] == facts_of(world.job)["net_socket"]
 
 
 def test_chunks_of_jobs_the_portal_does_not_know_are_not_read(world):

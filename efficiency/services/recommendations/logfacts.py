@@ -1,9 +1,10 @@
 """Job log facts: what each job's log lines say about its setup, read once per chunk.
 
-Each run reads the log chunks stored since the last one (by id), feeds them to the job's
-``LogFactsBuilder`` resumed from the stored facts, and stores the facts again with the chunk it got
-to. Line numbers are the line's number in its stream, counted over the stream's chunks in offset
-order, so the evidence says "rank-3.log line 42" as an editor would.
+Each run reads the log chunks stored since the last one (by id, per source: ``LogFactsCursor``),
+feeds them to the job's ``LogFactsBuilder`` resumed from the stored facts, and stores the facts
+again with the source's cursor moved past them. Line numbers are the line's number in its
+stream, counted over the stream's chunks in offset order, so the evidence says "rank-3.log
+line 42" as an editor would.
 
 A chunk whose stream has a gap before it (a shipper delivered a later batch before an earlier one)
 waits: its line numbers are not known until the gap fills. It is read when the earlier chunk
@@ -14,14 +15,14 @@ it held, and the numbering goes on after them.
 
 import json
 import logging
+from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from efficiency.analysis.recommendations.logfacts import LogFacts, LogFactsBuilder
-from efficiency.models import JobLogFacts, LogChunk
+from efficiency.models import DataSource, JobLogFacts, LogChunk, LogFactsCursor
 from efficiency.selectors.log_lines import pruned_heads
 
 logger = logging.getLogger(__name__)
@@ -35,24 +36,36 @@ PENDING_KEY = "_pending"  # in the stored facts: ids of the job's chunks waiting
 
 def job_log_facts_update(*, max_chunks: int = 200_000, now: datetime | None = None) -> set[int]:
     """Fold the log chunks stored since the last run into their jobs' facts; returns the ids of
-    the jobs whose facts were read (their families are re-evaluated)."""
+    the jobs whose facts were read (their families are re-evaluated).
+
+    Each source's chunks are read after its cursor, in id order, a batch at a time; the batch's
+    facts and the cursor move in one transaction, with the cursor's row locked, so two runs at
+    once read no chunk twice and a run that stops midway leaves no chunk half read.
+    """
     now = now or timezone.now()
-    cursor = JobLogFacts.objects.aggregate(last=Max("last_chunk_id"))["last"] or 0
     touched: set[int] = set()
     read = 0
-    while read < max_chunks:
-        chunks = list(
-            LogChunk.objects.filter(pk__gt=cursor, job__isnull=False)
-            .order_by("pk")
-            .values_list("pk", "job_id")[:BATCH_CHUNKS]
-        )
-        if not chunks:
-            break
-        cursor = chunks[-1][0]
-        read += len(chunks)
-        jobs = {job_id for _, job_id in chunks}
-        _jobs_update(jobs, cursor, now=now)
-        touched |= jobs
+    for source_id in DataSource.objects.order_by("pk").values_list("pk", flat=True):
+        while read < max_chunks:
+            with transaction.atomic():
+                cursor, _ = LogFactsCursor.objects.select_for_update().get_or_create(source_id=source_id)
+                chunks = list(
+                    LogChunk.objects.filter(
+                        source_id=source_id, pk__gt=cursor.last_chunk_id, job__isnull=False
+                    )
+                    .order_by("pk")
+                    .values_list("pk", "job_id")[: min(BATCH_CHUNKS, max_chunks - read)]
+                )
+                if not chunks:
+                    break
+                unread: dict[int, set[int]] = defaultdict(set)
+                for pk, job_id in chunks:
+                    unread[job_id].add(pk)
+                _jobs_update(unread, now=now)
+                cursor.last_chunk_id = chunks[-1][0]
+                cursor.save(update_fields=["last_chunk_id"])
+            read += len(chunks)
+            touched |= unread.keys()
     # Jobs whose waiting chunks no new chunk will release (the gap was lost): read them past grace.
     waiting = set(
         JobLogFacts.objects.filter(facts__has_key=PENDING_KEY)
@@ -60,20 +73,20 @@ def job_log_facts_update(*, max_chunks: int = 200_000, now: datetime | None = No
         .values_list("job_id", flat=True)
     )
     if waiting:
-        _jobs_update(waiting, cursor, now=now)
+        _jobs_update({job_id: set() for job_id in waiting}, now=now)
         touched |= waiting
     return touched
 
 
-def _jobs_update(job_ids: set[int], cursor: int, *, now: datetime) -> None:
-    stored = {row.job_id: row for row in JobLogFacts.objects.filter(job_id__in=list(job_ids))}
+def _jobs_update(unread: dict[int, set[int]], *, now: datetime) -> None:
+    """Fold each job's ``unread`` chunks (and those waiting for a gap) into its stored facts."""
+    stored = {row.job_id: row for row in JobLogFacts.objects.filter(job_id__in=list(unread))}
     rows_new, rows_changed = [], []
-    for job_id in sorted(job_ids):
+    for job_id in sorted(unread):
         row = stored.get(job_id)
         facts = dict(row.facts) if row is not None and row.facts else {}
         pending = set(facts.pop(PENDING_KEY, []))
-        last = row.last_chunk_id if row is not None else 0
-        to_read, waiting = _chunks_to_read(job_id, last=last, pending=pending, cursor=cursor, now=now)
+        to_read, waiting = _chunks_to_read(job_id, unread=unread[job_id] | pending, now=now)
         try:
             builder = LogFactsBuilder.from_facts(LogFacts.from_dict(facts)) if facts else LogFactsBuilder()
             texts = dict(LogChunk.objects.filter(pk__in=[pk for pk, *_ in to_read]).values_list("pk", "text"))
@@ -83,16 +96,17 @@ def _jobs_update(job_ids: set[int], cursor: int, *, now: datetime) -> None:
             facts = builder.facts().to_dict()
             json.dumps(facts, allow_nan=False)  # what the database's JSON column will take
         except Exception:  # a chunk the parser cannot take must not stop every later run
-            logger.exception("Log facts of job %s: chunks up to %s skipped", job_id, cursor)
+            logger.exception("Log facts of job %s: chunks %s skipped", job_id, sorted(unread[job_id]))
             facts = (
                 {k: v for k, v in (row.facts or {}).items() if k != PENDING_KEY} if row is not None else {}
             )
         if waiting:
             facts[PENDING_KEY] = sorted(waiting)
+        newest = max(unread[job_id], default=0)  # for the admin: the newest chunk read
         if row is None:
-            rows_new.append(JobLogFacts(job_id=job_id, facts=facts, last_chunk_id=cursor))
+            rows_new.append(JobLogFacts(job_id=job_id, facts=facts, last_chunk_id=newest))
         else:
-            row.facts, row.last_chunk_id = facts, max(cursor, row.last_chunk_id)
+            row.facts, row.last_chunk_id = facts, max(newest, row.last_chunk_id)
             rows_changed.append(row)
     with transaction.atomic():
         JobLogFacts.objects.bulk_create(rows_new, ignore_conflicts=True)
@@ -100,10 +114,10 @@ def _jobs_update(job_ids: set[int], cursor: int, *, now: datetime) -> None:
 
 
 def _chunks_to_read(
-    job_id: int, *, last: int, pending: set[int], cursor: int, now: datetime
+    job_id: int, *, unread: set[int], now: datetime
 ) -> tuple[list[tuple[int, str, int]], set[int]]:
-    """The job's unread chunks in offset order with their first line numbers, and those that wait
-    for a gap before them to fill. Unread: stored since the last run (up to ``cursor``), or waiting."""
+    """Of the job's ``unread`` chunks (new since the last run, or waiting), those to read now in
+    offset order with their first line numbers, and those that wait for a gap before them to fill."""
     to_read, waiting = [], set()
     chunks = list(
         LogChunk.objects.filter(job_id=job_id)
@@ -124,8 +138,7 @@ def _chunks_to_read(
         base = counted[key] + 1
         counted[key] += lines
         reached[key] = max(end, upto) if contiguous else None
-        unread = (last < pk <= cursor) or pk in pending
-        if not unread:
+        if pk not in unread:
             continue
         if contiguous or received < now - PENDING_GRACE:
             to_read.append((pk, stream, base))
