@@ -14,7 +14,10 @@ import gc
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from itertools import groupby, starmap
+from operator import itemgetter
+from typing import NamedTuple
 
 from efficiency.collectors.exposition import (
     MAX_LINE_CHARS,
@@ -57,6 +60,40 @@ def is_dcgm_blank(value: float) -> bool:
     return value >= DCGM_FP64_BLANK or DCGM_INT32_BLANK <= value <= DCGM_INT32_MAX
 
 
+class _GpuLabels(NamedTuple):
+    """What one label text says about its GPU: where it is and what it is."""
+
+    # In GpuReading's order (less its timestamp), so a reading's fields are ``*gpu[2:]``.
+    hostname: str  # "" when the text has no Hostname label (the scrape's default then applies)
+    gpu_index: int
+    uuid: str
+    model: str
+    pci_bus_id: str
+    namespace: str
+    pod: str
+    mig_instance: str
+
+
+def _gpu_labels(labels: Mapping[str, str]) -> _GpuLabels | str:
+    """The GPU these labels name, or why they name none."""
+    gpu = labels.get("gpu")
+    if gpu is None:
+        return "no gpu label"
+    # isdecimal() alone admits non-ASCII digits; int() alone admits signs, spaces and '_'.
+    if not (gpu.isascii() and gpu.isdecimal()):
+        return "gpu label is not an integer"
+    return _GpuLabels(
+        labels.get("Hostname", ""),
+        int(gpu),
+        labels.get("UUID") or labels.get("uuid", ""),
+        labels.get("modelName", ""),
+        labels.get("pci_bus_id", ""),
+        labels.get("namespace") or labels.get("pod_namespace", ""),
+        labels.get("pod") or labels.get("pod_name", ""),
+        labels.get("GPU_I_ID", ""),
+    )
+
+
 @dataclass(slots=True)
 class _Draft:
     """A reading being assembled from the samples of one GPU."""
@@ -74,18 +111,18 @@ class _Draft:
     xid_last: int | None = None
     xid_counts: dict[int, float] = field(default_factory=dict)
 
-    def take_labels(self, labels: Mapping[str, str]) -> None:
+    def take_labels(self, gpu: _GpuLabels) -> None:
         """Fill descriptive fields still empty: idle MIG slices carry no pod labels at all."""
         if not self.uuid:
-            self.uuid = labels.get("UUID") or labels.get("uuid", "")
+            self.uuid = gpu.uuid
         if not self.model:
-            self.model = labels.get("modelName", "")
+            self.model = gpu.model
         if not self.pci_bus_id:
-            self.pci_bus_id = labels.get("pci_bus_id", "")
+            self.pci_bus_id = gpu.pci_bus_id
         if not self.namespace:
-            self.namespace = labels.get("namespace") or labels.get("pod_namespace", "")
+            self.namespace = gpu.namespace
         if not self.pod:
-            self.pod = labels.get("pod") or labels.get("pod_name", "")
+            self.pod = gpu.pod
 
     def reading(self, scrape_time_ms: int) -> GpuReading:
         """The finished, immutable reading."""
@@ -193,20 +230,25 @@ def _gpu_draft(
     labels: Mapping[str, str], drafts: dict[tuple[str, int, str], _Draft], default_hostname: str
 ) -> _Draft | str:
     """The draft for the GPU these labels name (created on first sight), or why there is none."""
-    gpu = labels.get("gpu")
-    if gpu is None:
-        return "no gpu label"
-    # isdecimal() alone admits non-ASCII digits; int() alone admits signs, spaces and '_'.
-    if not (gpu.isascii() and gpu.isdecimal()):
-        return "gpu label is not an integer"
-    hostname = labels.get("Hostname") or default_hostname
+    gpu = _gpu_labels(labels)
+    if isinstance(gpu, str):
+        return gpu
+    return _draft_of_gpu(gpu, drafts, default_hostname)
+
+
+def _draft_of_gpu(
+    gpu: _GpuLabels, drafts: dict[tuple[str, int, str], _Draft], default_hostname: str
+) -> _Draft | str:
+    """The draft for ``gpu`` (created on first sight), or why there is none."""
+    hostname = gpu.hostname or default_hostname
     if not hostname:
         return "no Hostname label and no default hostname"
-    key = (hostname, int(gpu), labels.get("GPU_I_ID", ""))
+    key = (hostname, gpu.gpu_index, gpu.mig_instance)
     draft = drafts.get(key)
     if draft is None:
-        draft = drafts[key] = _Draft(hostname=key[0], gpu_index=key[1], mig_instance=key[2])
-    draft.take_labels(labels)
+        draft = drafts[key] = _Draft(hostname, gpu.gpu_index, gpu.mig_instance, *gpu[2:7])
+    else:
+        draft.take_labels(gpu)
     return draft
 
 
@@ -279,108 +321,204 @@ def gpu_readings_from_exposition(
 _MAX_NAME_CHARS = 1000
 _MAX_VALUE_CHARS = 400
 _MAX_LABEL_TEXT_CHARS = MAX_LINE_CHARS - _MAX_NAME_CHARS - _MAX_VALUE_CHARS - 3
-# Each match starts at the newline before its line ('\n' + page is searched, so the first line has
-# one too): a pattern that begins with a literal is found by a fast scan, where '^' with
-# MULTILINE is tried at every character.
-_COMMON_LINE_RE = re.compile(
-    rf"\n([a-zA-Z_:][a-zA-Z0-9_:]{{0,{_MAX_NAME_CHARS - 1}}})"  # the name
+# Each match starts at the newline before its line (the first line is matched with one put in
+# front): a pattern that begins with a literal is found by a fast scan, where '^' with MULTILINE
+# is tried at every character. Every line that is neither empty nor a comment gives one
+# match: its three groups when it has the common shape, else an empty name (the second branch,
+# one character long), so one scan both takes the lines and tells whether the page is common.
+_LINE_RE = re.compile(
+    rf"\n(?:([a-zA-Z_:][a-zA-Z0-9_:]{{0,{_MAX_NAME_CHARS - 1}}})"  # the name
     r"\{([^\n]*)\} "  # the labels, up to the last '}'
     rf"([^ \n}}_]{{1,{_MAX_VALUE_CHARS}}})(?=\n|\Z)"  # the value
+    r"|[^#\n])"  # any other line that is not empty or a comment
 )
-# The start of every line that is neither empty nor a comment (in '\n' + page): the page takes
-# the single pass only if each of those lines is one the pattern above matched.
-_SAMPLE_LINE_START_RE = re.compile(r"\n[^#\n]")
-# Label text → its parsed labels (None: not for the fast path), kept across pages: an exporter
-# repeats each GPU's label text scrape after scrape, and parsing it was a fifth of the pass.
-# Parsing is a pure function of the text, so a shared cache (threads included) changes nothing
-# but the time; it is emptied at _LABEL_CACHE_MAX texts (twice a 10,000-GPU fleet, some 30 MB).
-_LABEL_CACHE: dict[str, Mapping[str, str] | None] = {}
+# Label text → its parsed labels and the GPU they name (None: not for the fast path), kept across
+# pages: an exporter repeats each GPU's label text scrape after scrape, and parsing it was a fifth
+# of the pass. Parsing is a pure function of the text, so a shared cache (threads included)
+# changes nothing but the time; it is emptied at _LABEL_CACHE_MAX texts (twice a 10,000-GPU
+# fleet, some 30 MB).
+_LabelText = tuple[Mapping[str, str], _GpuLabels | str]
+_LABEL_CACHE: dict[str, _LabelText | None] = {}
 _LABEL_CACHE_MAX = 20_000
 
 
-def _labels_cached(label_text: str) -> Mapping[str, str] | None:
-    """``_parse_labels_fast`` through ``_LABEL_CACHE``; None also for a text too long for the pass."""
+def _labels_cached(label_text: str) -> _LabelText | None:
+    """``_parse_labels_fast`` and ``_gpu_labels`` through ``_LABEL_CACHE``; None also for a text
+    too long for the pass."""
     try:
         return _LABEL_CACHE[label_text]
     except KeyError:
         pass
     labels = None if len(label_text) > _MAX_LABEL_TEXT_CHARS else _parse_labels_fast(label_text)
+    parsed = None if labels is None else (labels, _gpu_labels(labels))
     if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
         _LABEL_CACHE.clear()
-    _LABEL_CACHE[label_text] = labels
-    return labels
+    _LABEL_CACHE[label_text] = parsed
+    return parsed
 
 
 def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> ParseOutcome[GpuReading] | None:
-    """The common case of ``gpu_readings_from_exposition``; None as soon as a line is unusual."""
-    page = "\n" + text
-    lines = _COMMON_LINE_RE.findall(page)
-    if len(lines) != len(_SAMPLE_LINE_START_RE.findall(page)):
+    """The common case of ``gpu_readings_from_exposition``; None as soon as a line is unusual.
+
+    The page is read a run at a time: the lines of one metric name that follow each other.
+    dcgm-exporter writes one metric family after the other, each listing the GPUs in the same
+    order, so on its page a run is a whole family and, after the first, holds only GPUs already
+    seen; ``_PageReader.run_take`` checks and stores such a run with whole-run operations.
+    """
+    # The first line is matched on its own with a '\n' in front, the others in the page itself:
+    # '\n' + page copied the whole page, some 15 MB for 10,000 GPUs.
+    first_end = text.find("\n")
+    first = _LINE_RE.match("\n" + (text if first_end < 0 else text[:first_end]))
+    lines = _LINE_RE.findall(text, max(first_end, 0))
+    if first is not None:
+        lines.insert(0, first.groups(""))
+    names = list(map(itemgetter(0), lines))
+    if "" in names:
         return None  # some sample line has another shape (a timestamp, a bad value, ...)
-    drafts: dict[tuple[str, int, str], _Draft] = {}
-    # Label text → its GPU's draft and that draft's value list: every metric of a GPU repeats one
-    # text, so after the first line of a GPU the others cost two dictionary look-ups.
-    draft_of: dict[str, _Draft] = {}
-    slots_of: dict[str, list[float | None]] = {}
-    checked: set[str] = set()  # label texts seen only on metrics we do not map (checked, no draft)
-    # Metric name as written → (value slot, factor, upper bound), the slot negative for the Xid
-    # metrics (_XID_COUNT, _XID_LAST) and for metrics we do not map (_IGNORED).
+    reader = _PageReader(scrape_time_ms, default_hostname)
     kinds: dict[str, tuple[int, float, float]] = {}
-    kind_of, slots_get = kinds.get, slots_of.get
-    blank = DCGM_INT32_BLANK
-    for name, label_text, value_text in lines:
+    end = 0
+    for name, run in groupby(names):
+        start, end = end, end + len(list(run))
+        kind = kinds.get(name) or _kind_learn(name, kinds)
+        run_lines = lines[start:end]
         try:
-            value = float(value_text)
+            values = list(map(float, map(itemgetter(2), run_lines)))
         except ValueError:
             return None
-        kind = kind_of(name) or _kind_learn(name, kinds)
-        slot, factor, limit = kind
-        slots = slots_get(label_text)
-        if slots is not None and slot >= 0:  # the hot path: a gauge of a GPU already seen
-            if not 0.0 <= value < blank:
-                return None
-            scaled = value * factor
-            if scaled > limit:
-                return None
-            if slots[slot] is None:
-                slots[slot] = scaled
-            continue
-        if slot == _IGNORED:
-            # Not ours, but the general parser would still reject bad labels: check them once.
-            if slots is None and label_text not in checked:
-                if _labels_cached(label_text) is None:
-                    return None
-                checked.add(label_text)
-            continue
-        if slots is None:
-            labels = _labels_cached(label_text)
-            if labels is None:
-                return None
-            draft = _gpu_draft(labels, drafts, default_hostname)
-            if isinstance(draft, str):
-                return None  # the general path rejects this sample: let it
-            draft_of[label_text] = draft
-            slots = slots_of[label_text] = draft.values
-        if not 0.0 <= value < blank:
+        if not reader.run_take(kind, list(map(itemgetter(1), run_lines)), values):
             return None
-        if slot >= 0:
-            scaled = value * factor
-            if scaled > limit:
-                return None
-            if slots[slot] is None:
-                slots[slot] = scaled
-        elif slot == _XID_COUNT:
-            xid = _parse_labels_fast(label_text).get("xid", "")
-            if not (xid.isascii() and xid.isdecimal()):
-                return None
-            draft_of[label_text].xid_counts.setdefault(int(xid), value)
-        elif not value.is_integer():
-            return None
-        elif draft_of[label_text].xid_last is None:
-            draft_of[label_text].xid_last = int(value)
     outcome: ParseOutcome[GpuReading] = ParseOutcome()
-    outcome.records.extend(draft.reading(scrape_time_ms) for draft in drafts.values())
+    outcome.records = reader.readings()
     return outcome
+
+
+# Positions in a row of the single pass: GpuReading's fields, in its order.
+_ROW_FIELDS = [reading_field.name for reading_field in fields(GpuReading)]
+_ROW_VALUES = _ROW_FIELDS.index("util_pct")  # the gauges follow in _GAUGES's order
+_ROW_XID_LAST = _ROW_FIELDS.index("xid_last")
+_ROW_XID_COUNTS = _ROW_FIELDS.index("xid_counts")
+_ROW_EMPTY = (None,) * (_ROW_XID_COUNTS - _ROW_VALUES) + ((),)  # a new row after its GPU's fields
+
+
+class _PageReader:
+    """The single pass's readings of one page, and what it knows of each label text on it.
+
+    A reading is kept as a list of GpuReading's fields, in its order (``_ROW_*``), and becomes
+    one when the page is read: a draft object per GPU, then a reading made from it, was a
+    measurable share of the pass.
+    """
+
+    def __init__(self, scrape_time_ms: int, default_hostname: str) -> None:
+        self.scrape_time_ms = scrape_time_ms
+        self.default_hostname = default_hostname
+        self.rows: dict[tuple[str, int, str], list] = {}  # (hostname, gpu, MIG instance) → row
+        # Label text → its GPU's row: every metric of a GPU repeats one text, so after the first
+        # line of a GPU the others cost a dictionary look-up.
+        self.row_of: dict[str, list] = {}
+        self.checked: set[str] = set()  # label texts whose labels parse (those of rows too)
+        self.xid_counted: list[list] = []  # rows whose Xid counts are a dict still
+
+    def readings(self) -> list[GpuReading]:
+        for row in self.xid_counted:
+            row[_ROW_XID_COUNTS] = tuple(sorted(row[_ROW_XID_COUNTS].items()))
+        return list(starmap(GpuReading, self.rows.values()))
+
+    def run_take(self, kind: tuple[int, float, float], texts: list[str], values: list[float]) -> bool:
+        """Take a run of samples of one metric; False when some line is not for the single pass.
+
+        A run of GPUs all seen before on the page costs ``map``, ``min`` and ``max`` over its
+        values and one short loop: checking each value on its own, in Python, was most of the
+        pass. Any other run (new GPUs, Xid counts, labels never checked) goes line by line.
+        """
+        slot, factor, limit = kind
+        if slot == _IGNORED:
+            # Not ours, but the general parser would still reject bad labels: check each text once.
+            return self.checked.issuperset(texts) or self._lines_take(kind, texts, values)
+        rows = list(map(self.row_of.get, texts))
+        if slot == _XID_COUNT or None in rows:
+            return self._lines_take(kind, texts, values)
+        # The line-by-line checks, over the run: NaN fails every comparison, min() and max() may
+        # pass over it, so it is looked for first.
+        if any(map(math.isnan, values)) or min(values) < 0.0 or max(values) >= DCGM_INT32_BLANK:
+            return False
+        if slot == _XID_LAST:
+            if not all(map(float.is_integer, values)):
+                return False
+            at, stored = _ROW_XID_LAST, list(map(int, values))
+        else:
+            at = _ROW_VALUES + slot
+            stored = values if factor == 1.0 else [value * factor for value in values]
+        if max(stored) > limit:
+            return False
+        for row, value in zip(rows, stored, strict=True):
+            if row[at] is None:  # a GPU shared by several pods, listed once per pod: the first stands
+                row[at] = value
+        return True
+
+    def _lines_take(self, kind: tuple[int, float, float], texts: list[str], values: list[float]) -> bool:
+        """``run_take`` one line at a time."""
+        slot, factor, limit = kind
+        row_get, checked = self.row_of.get, self.checked
+        blank = DCGM_INT32_BLANK
+        for label_text, value in zip(texts, values, strict=True):
+            if slot == _IGNORED:
+                if label_text not in checked:
+                    if _labels_cached(label_text) is None:
+                        return False
+                    checked.add(label_text)
+                continue
+            row = row_get(label_text)
+            if row is None:
+                row = self._row_new(label_text)
+                if row is None:
+                    return False  # the general path rejects this sample: let it
+            if not 0.0 <= value < blank:
+                return False
+            if slot >= 0:
+                scaled = value * factor
+                if scaled > limit:
+                    return False
+                if row[_ROW_VALUES + slot] is None:
+                    row[_ROW_VALUES + slot] = scaled
+            elif slot == _XID_COUNT:
+                xid = _parse_labels_fast(label_text).get("xid", "")
+                if not (xid.isascii() and xid.isdecimal()):
+                    return False
+                if not row[_ROW_XID_COUNTS]:
+                    row[_ROW_XID_COUNTS] = {}
+                    self.xid_counted.append(row)
+                row[_ROW_XID_COUNTS].setdefault(int(xid), value)
+            elif not value.is_integer():
+                return False
+            elif row[_ROW_XID_LAST] is None:
+                row[_ROW_XID_LAST] = int(value)
+        return True
+
+    def _row_new(self, label_text: str) -> list | None:
+        """The row of the GPU a label text new on this page names; None if it names none.
+
+        As ``_draft_of_gpu`` does for the general path: a GPU's first label text makes its row,
+        a later one (another pod's) fills the descriptive fields still empty.
+        """
+        parsed = _labels_cached(label_text)
+        if parsed is None or isinstance(parsed[1], str):
+            return None
+        gpu = parsed[1]
+        hostname = gpu.hostname or self.default_hostname
+        if not hostname:
+            return None
+        key = (hostname, gpu.gpu_index, gpu.mig_instance)
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = [hostname, gpu.gpu_index, self.scrape_time_ms, *gpu[2:], *_ROW_EMPTY]
+        else:
+            for field_at in range(3, 8):  # uuid .. pod
+                if not row[field_at]:
+                    row[field_at] = gpu[field_at - 1]
+        self.checked.add(label_text)
+        self.row_of[label_text] = row
+        return row
 
 
 _IGNORED, _XID_COUNT, _XID_LAST = -1, -2, -3

@@ -261,3 +261,68 @@ def test_the_label_cache_across_pages_changes_no_reading(monkeypatch):
     assert len(dcgm._LABEL_CACHE) <= 5
     for outcome in (warm, cold, overflowing):
         assert (outcome.records, outcome.rejected) == expected
+
+
+# --- exporter-shaped pages, family by family -----------------------------------------------------
+#
+# The single pass stores a run of one metric's lines with whole-run operations when every line of
+# it names a GPU already seen on the page. These pages are made of such runs: each family lists
+# some of the GPUs (in any order, some more than once, some under a second pod's label text), and
+# a few values are odd ones, so that a run can fail its checks anywhere, not only on its first line.
+
+FAMILY_METRICS = [*METRICS, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_PROF_SM_ACTIVE"]
+
+
+def _family_labels(gpu: int, pod: str) -> str:
+    return (
+        f'gpu="{gpu % 8}",UUID="GPU-{gpu:04d}",device="nvidia{gpu % 8}",modelName="H100",'
+        f'Hostname="node-{gpu // 8}",namespace="{"ml" if pod else ""}",pod="{pod}"'
+    )
+
+
+@st.composite
+def family_pages(draw, odd_values: bool = True):
+    gpus = draw(st.integers(1, 12))
+    label_texts = [_family_labels(gpu, "") for gpu in range(gpus)]
+    label_texts += [_family_labels(gpu, "train-1") for gpu in draw(st.sets(st.integers(0, gpus - 1)))]
+    odd = odd_values and draw(st.integers(0, 3))
+    lines = []
+    for metric in draw(st.lists(st.sampled_from(FAMILY_METRICS), min_size=1, max_size=8)):
+        lines += [f"# HELP {metric} {metric}.", f"# TYPE {metric} gauge"]
+        listed = draw(
+            st.one_of(
+                st.just(label_texts),
+                st.permutations(label_texts),
+                st.lists(st.sampled_from(label_texts), min_size=1),
+            )
+        )
+        for labels in listed:
+            if "XID_ERRORS_COUNT" in metric:
+                labels += f',xid="{draw(st.sampled_from(["79", "48", "x"]))}"'
+            if odd and not draw(st.integers(0, 20)):
+                value = draw(VALUES)
+            elif "XID" in metric:
+                value = draw(st.sampled_from(["0", "79", "13"]))
+            else:
+                value = draw(_clean_value(metric))
+            lines.append(f"{metric}{{{labels}}} {value}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=family_pages(), default_hostname=st.sampled_from(["", "node-from-target"]))
+def test_single_pass_equals_parse_then_map_on_exporter_families(text, default_hostname):
+    fast = gpu_readings_from_exposition(text, scrape_time_ms=SCRAPE_MS, default_hostname=default_hostname)
+    assert (fast.records, fast.rejected) == _slow(text, default_hostname)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=family_pages(odd_values=False))
+def test_clean_exporter_families_take_the_single_pass(text):
+    fast = _single_pass(text, SCRAPE_MS, "")
+    records, rejected = _slow(text, "")
+    if rejected:  # an xid label that is not a number
+        assert fast is None
+    else:
+        assert fast is not None, "a clean page of families should not need the general path"
+        assert fast.records == records
