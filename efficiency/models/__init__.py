@@ -48,6 +48,7 @@ from efficiency.models.telemetry import (
     NodeHour,
     PrunedLogSpan,
     RollupDirtyHour,
+    RollupVersion,
     ScopeHour,
     SourceRun,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "ReviewMeeting",
     "ReviewPack",
     "RollupDirtyHour",
+    "RollupVersion",
     "ScopeHour",
     "SourceRun",
     "Ticket",
