@@ -18,7 +18,11 @@ Then, in one process and against the same data, times with the Django test clien
   raw  : the single SQL aggregate each page needs at minimum: the four NodeHour sums over the
          range (for the department page restricted to the department's nodes)
 
-and prints p50 / p95 of each, the page p95 / raw p95 ratio, and the 150 ms target. Each page
+and prints p50 / p95 of each, the page p95 / raw p95 ratio, and the 150 ms target. Each page is
+timed twice: "cold", with every cluster's rollup version moved on before each request (as a
+rollup run's commit does, untimed), so the page builds everything from the rollups; and "warm",
+repeated requests of an unchanged page, which read what the pages' cache kept
+(``efficiency.selectors.rollup_cache``) and only what is read per request. Each page
 request's own SQL time is summed too (every query it runs, timed around the driver), so a page is
 also held to its own cost: server p95 <= its SQL p95 + 50 ms (issue 19: a page costs its query,
 plus a fixed allowance for Python, template and charts). The whole run is repeated on a quarter
@@ -335,6 +339,7 @@ def dataset_generate(
 ) -> Generated:
     """Replace the inventory and rollups with NODE_COUNT nodes x DAYS of hourly rollups."""
     from efficiency.models import Gpu, Node, NodeClassification
+    from efficiency.services.rollups import rollup_version_bump
     from efficiency.simulator.scenario import gpu_uuid, reference_nodes
 
     with connection.cursor() as cursor:
@@ -410,6 +415,8 @@ def dataset_generate(
         # rows hour by hour): cluster and department totals per hour, node totals per day.
         cursor.execute(_SCOPE_HOUR_SQL)
         cursor.execute(_NODE_DAY_SQL, [settings.TIME_ZONE, settings.TIME_ZONE])
+    # As a rollup run's commit does: the pages' cache must not serve the previous data set.
+    rollup_version_bump(cluster.pk)
     seconds = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -534,13 +541,18 @@ class SqlClock:
 
 
 def page_timings(
-    call: Callable[[], None], *, repeat: int, warmup: int
+    call: Callable[[], None], *, repeat: int, warmup: int, before: Callable[[], None] | None = None
 ) -> tuple[list[float], list[float], list[float]]:
-    """Wall time of each request, the SQL time within it, and the CPU time of this process."""
+    """Wall time of each request, the SQL time within it, and the CPU time of this process;
+    ``before`` runs ahead of each request, untimed (``rollups_changed``: a cold request)."""
     for _ in range(warmup):
+        if before:
+            before()
         call()
     page_ms, sql_ms, cpu_ms = [], [], []
     for _ in range(repeat):
+        if before:
+            before()
         clock = SqlClock()
         with connection.execute_wrapper(clock):
             cpu_started, started = time.process_time(), time.perf_counter()
@@ -551,13 +563,34 @@ def page_timings(
     return page_ms, sql_ms, cpu_ms
 
 
+def rollups_changed() -> None:
+    """What a rollup run's commit does to the pages' cache: every cluster's rollup version moves
+    on, so the next request of each page builds it from the rollups again (a cold request)."""
+    from efficiency.models import Cluster
+    from efficiency.services.rollups import rollup_version_bump
+
+    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+        rollup_version_bump(cluster_id)
+
+
 def page_measure(
-    *, label: str, client, url: str, raw: Callable[[], None], repeat: int, warmup: int
+    *,
+    label: str,
+    client,
+    url: str,
+    raw: Callable[[], None],
+    repeat: int,
+    warmup: int,
+    cold: bool = False,
 ) -> Measure:
+    """The page's timings: warm (repeated requests: from the pages' cache, as most are), or
+    cold (``cold``: the rollups changed before each request, so it builds everything)."""
     # Interleave nothing: the page's runs, then the baseline's, on the same warm connection.
     raw_ms = timings_ms(raw, repeat=repeat, warmup=warmup)
     try:
-        page_ms, sql_ms, cpu_ms = page_timings(page_call(client, url), repeat=repeat, warmup=warmup)
+        page_ms, sql_ms, cpu_ms = page_timings(
+            page_call(client, url), repeat=repeat, warmup=warmup, before=rollups_changed if cold else None
+        )
     except Exception:
         # The innermost frames of the last exception are enough to hand to the page's author.
         return Measure(label, url, None, raw_ms, traceback.format_exc(limit=-12, chain=False))
@@ -647,7 +680,7 @@ def report_line(node_count: int, days: int, measure: Measure) -> str:
 
 def own_sql_line(node_count: int, days: int, measure: Measure) -> str:
     """The page against its own SQL: server p50/p95, SQL p50/p95, their difference, the verdict."""
-    head = f"{node_count:>5} nodes {days:>2}d  {measure.label:<13}"
+    head = f"{node_count:>5} nodes {days:>2}d  {measure.label:<18}"
     if measure.page_ms is None or not measure.sql_ms:
         return f"{head} not timed"
     p50, p95 = percentile(measure.page_ms, 50), percentile(measure.page_ms, 95)
@@ -784,17 +817,31 @@ def run(args: argparse.Namespace) -> None:
                         label, url, None, timings_ms(raw, repeat=args.repeat, warmup=args.warmup)
                     )
                     measure.error = "pages not measured (--no-pages)"
-                else:
+                    results[(node_count, days, label)] = measure
+                    lines.append(report_line(node_count, days, measure))
+                    print(lines[-1], flush=True)
+                    continue
+                for cold in (True, False):
+                    name = f"{label} {'cold' if cold else 'warm'}"
                     measure = page_measure(
-                        label=label, client=client, url=url, raw=raw, repeat=args.repeat, warmup=args.warmup
+                        label=name,
+                        client=client,
+                        url=url,
+                        raw=raw,
+                        repeat=args.repeat,
+                        warmup=args.warmup,
+                        cold=cold,
                     )
                     if measure.page_ms is not None and node_count == args.nodes:
-                        profiles.append(query_profile(client, url))
-                        profiles.append(python_profile(client, url))
-                results[(node_count, days, label)] = measure
-                lines.append(report_line(node_count, days, measure))
-                print(lines[-1], flush=True)
-                print(f"  own SQL: {own_sql_line(node_count, days, measure).strip()}", flush=True)
+                        if cold:
+                            rollups_changed()
+                            profiles.append(query_profile(client, url) + " [cold]")
+                            rollups_changed()
+                        profiles.append(python_profile(client, url) + (" [cold]" if cold else " [warm]"))
+                    results[(node_count, days, name)] = measure
+                    lines.append(report_line(node_count, days, measure))
+                    print(lines[-1], flush=True)
+                    print(f"  own SQL: {own_sql_line(node_count, days, measure).strip()}", flush=True)
 
     print(f"\nServer time (Django test client, {args.repeat} runs after {args.warmup} warm-ups), PostgreSQL:")
     for line in lines:
@@ -804,18 +851,22 @@ def run(args: argparse.Namespace) -> None:
         "CPU: this process's CPU time per request; raw: the single aggregate, same run), ms:"
     )
     print(
-        f"{'':>5}       {'':>2}   {'page':<13} {'srv p50':>7} {'srv p95':>7}   {'sql50':>6} {'sql95':>6}   "
+        f"{'':>5}       {'':>2}   {'page':<18} {'srv p50':>7} {'srv p95':>7}   {'sql50':>6} {'sql95':>6}   "
         f"{'p95-sql':>7}   {'cpu p95':>7}   {'raw95':>6}   verdict"
     )
     for (node_count, days, _label), measure in sorted(results.items(), key=lambda item: item[0][:2]):
         print(own_sql_line(node_count, days, measure))
     print("\nGrowth of page p95 (raw aggregate p95 in brackets):")
     small, large = sizes
-    for label in ("overview", "department", "dept heatmap", "dept jobs"):
+    for label in [
+        f"{page} {state}"
+        for page in ("overview", "department", "dept heatmap", "dept jobs")
+        for state in ("cold", "warm")
+    ]:
         by_nodes = growth(results.get((small, args.days, label)), results.get((large, args.days, label)))
         by_range = growth(results.get((large, 7, label)), results.get((large, args.days, label)))
         print(
-            f"  {label:<13} x{large / small:.0f} nodes ({args.days}d): {by_nodes}   "
+            f"  {label:<18} x{large / small:.0f} nodes ({args.days}d): {by_nodes}   "
             f"x{args.days / 7:.1f} range ({large} nodes): {by_range}"
         )
     if profiles:

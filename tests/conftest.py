@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.cache import cache
 from django.utils import translation
 from hypothesis import settings as hypothesis_settings
 
@@ -37,6 +38,14 @@ def _default_language():
     translation.activate(django_settings.LANGUAGE_CODE)
     yield
     translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    # The database goes back after each test, the process's cache does not: the pages' cache
+    # (keyed by rollup versions that restart with the database) would hand one test another's.
+    cache.clear()
+    return
 
 
 @pytest.fixture(autouse=True)

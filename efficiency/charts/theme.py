@@ -8,11 +8,16 @@ chart taller when its title, legend and tick labels leave the plot too little ro
 """
 
 import html
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
 from functools import cache
 
 import plotly.graph_objects as go
+from django.utils.html import _json_script_escapes
 from django.utils.translation import gettext as _
+from plotly.utils import PlotlyJSONEncoder
 
 FONT_FAMILY = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans CJK SC', 'Noto Sans', sans-serif"
 FONT_SIZE_PX = 15
@@ -255,3 +260,35 @@ def legend_aside(figure: go.Figure) -> go.Figure:
         }
     )
     return figure
+
+
+class ChartJSONEncoder(PlotlyJSONEncoder):
+    """Plotly's encoder (NaN and infinities as null, as plotly.js wants them) with a quick path
+    for the times of a figure dict: the ISO text Plotly's encoder writes for them."""
+
+    def default(self, obj):
+        if isinstance(obj, (datetime, date)):
+            return obj.isoformat()
+        return super().default(obj)
+
+
+@dataclass(frozen=True)
+class ChartJSON:
+    """A figure encoded as the page sends it: its JSON, escaped for a ``<script>`` element as
+    ``django.utils.html.json_script`` escapes it, and its title (the chart's accessible name).
+    What the pages' cache keeps of a chart, so that a cached chart is not encoded again."""
+
+    title: str
+    escaped_json: str
+
+
+def chart_json(figure: "go.Figure | dict | ChartJSON") -> ChartJSON:
+    """``figure`` (a Plotly figure or a figure dict) encoded once (see ``ChartJSON``)."""
+    if isinstance(figure, ChartJSON):
+        return figure
+    if isinstance(figure, dict):
+        payload, title = figure, (figure["layout"].get("title") or {}).get("text")
+    else:
+        payload, title = figure.to_plotly_json(), figure.layout.title.text
+    text = json.dumps(payload, cls=ChartJSONEncoder).translate(_json_script_escapes)
+    return ChartJSON(title or "", text)

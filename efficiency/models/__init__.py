@@ -53,6 +53,7 @@ from efficiency.models.telemetry import (
     NodeHour,
     PrunedLogSpan,
     RollupDirtyHour,
+    RollupVersion,
     ScopeHour,
     SourceRun,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "ReviewMeeting",
     "ReviewPack",
     "RollupDirtyHour",
+    "RollupVersion",
     "ScopeHour",
     "SourceRun",
     "Ticket",

@@ -192,6 +192,22 @@ class RollupDirtyHour(models.Model):
         return f"cluster {self.cluster_id} {self.hour:%Y-%m-%d %H:00}"
 
 
+class RollupVersion(models.Model):
+    """How many times a cluster's rollups have been rewritten.
+
+    The transaction that writes a cluster's rollup rows adds one here before it commits, so a
+    page built from the rollups can be kept in the cache under the versions it read and is
+    rebuilt once any of them moves (``efficiency.selectors.rollup_cache``). Only ever raised with
+    ``F("version") + 1``: a number is never used twice for different rows.
+    """
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"cluster {self.cluster_id} rollups v{self.version}"
+
+
 class NodeHourQuerySet(models.QuerySet):
     def between(self, start: datetime, end: datetime) -> "NodeHourQuerySet":
         return self.filter(hour__gte=start, hour__lt=end)

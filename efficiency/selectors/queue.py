@@ -14,7 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Sum
+from django.db import connection
+from django.db.models import F, FloatField, Func, Sum
 
 from efficiency.analysis.queue import (
     PendingJob,
@@ -201,8 +202,22 @@ def started_wait_stats(
     )
     if department is not None:
         jobs = jobs.filter(department=department)
-    waits = [
-        max(0.0, (started - submitted).total_seconds())
-        for submitted, started in jobs.values_list("submitted_at", "started_at").order_by()
-    ]
+    if connection.vendor == "postgresql":
+        # The waits as one float a row, worked out by the database: reading two datetimes a row
+        # was most of the department page's Python time over 90 days (thousands of jobs).
+        # EXTRACT is exact (numeric) and rounds to the same double as ``total_seconds()``.
+        rows = jobs.annotate(wait_s=_EpochSeconds(F("started_at") - F("submitted_at")))
+        waits = [max(0.0, wait) for wait in rows.values_list("wait_s", flat=True).order_by()]
+    else:
+        waits = [
+            max(0.0, (started - submitted).total_seconds())
+            for submitted, started in jobs.values_list("submitted_at", "started_at").order_by()
+        ]
     return WaitStats(len(waits), percentile(waits, 50), percentile(waits, 95))
+
+
+class _EpochSeconds(Func):
+    """A PostgreSQL interval in seconds, as a double."""
+
+    template = "CAST(EXTRACT(EPOCH FROM %(expressions)s) AS double precision)"
+    output_field = FloatField()

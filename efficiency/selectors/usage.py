@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Count, Exists, F, FloatField, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, FloatField, Max, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
@@ -163,11 +163,26 @@ def department_usage_list(
 ) -> list[DepartmentUsage]:
     """Per department: owned GPU-hours and coverage, its jobs' allocated and busy GPU-hours (in
     one cluster, or in all of them)."""
+    sums, unplaced = department_usage_sums(user=user, time_range=time_range, cluster=cluster)
+    return department_usage_of(user=user, sums=sums, unplaced=unplaced)
+
+
+def department_usage_sums(
+    *, user: User, time_range: TimeRange, cluster: Cluster | None = None
+) -> tuple[dict[int, UsageTotals], dict[int | None, float]]:
+    """The numbers of ``department_usage_list`` by department id, read from the rollups only:
+    totals, and allocated GPU-seconds without node placement (``unplaced_allocation``)."""
     rows = _department_hours(user, time_range, cluster)
     sums = {
         row["department"]: _totals(row) for row in rows.values("department").annotate(**_NODE_SUMS).order_by()
     }
-    unplaced = unplaced_allocation(user=user, time_range=time_range, cluster=cluster)
+    return sums, unplaced_allocation(user=user, time_range=time_range, cluster=cluster)
+
+
+def department_usage_of(
+    *, user: User, sums: dict[int, UsageTotals], unplaced: dict[int | None, float]
+) -> list[DepartmentUsage]:
+    """Every department the user may see with its numbers from ``department_usage_sums``."""
     departments = scope_queryset(Department.objects.all(), user)
     return [
         DepartmentUsage(department, sums.get(department.pk, UsageTotals()), unplaced.get(department.pk, 0.0))
@@ -206,6 +221,13 @@ def department_usage(*, user: User, department: Department, time_range: TimeRang
 
 def department_usage_series(*, user: User, department: Department, time_range: TimeRange) -> list[UsagePoint]:
     return _series(_department_hours(user, time_range).filter(department=department), time_range)
+
+
+def nodes_fingerprint() -> tuple:
+    """How many nodes there are and when one was last saved (``updated_at``): part of the key a
+    chart that names nodes is cached under, so a renamed or re-owned node rebuilds it."""
+    row = Node.objects.aggregate(count=Count("pk"), last=Max("updated_at"))
+    return row["count"], row["last"]
 
 
 @dataclass(frozen=True)
@@ -320,6 +342,15 @@ def job_usage_list(
     *, user: User, time_range: TimeRange, department: Department | None = None, limit: int | None = 200
 ) -> list[JobUsage]:
     """Jobs that held GPUs in the range, largest first, with their GPU-hours and efficiency."""
+    sums = job_usage_sums(user=user, time_range=time_range, department=department, limit=limit)
+    return job_usage_of(sums)
+
+
+def job_usage_sums(
+    *, user: User, time_range: TimeRange, department: Department | None = None, limit: int | None = 200
+) -> list[dict]:
+    """The rows of ``job_usage_list`` as read from the rollups: job id, allocated and busy
+    GPU-seconds, largest first."""
     hours = scope_queryset(JobHour.objects.filter(hour__gte=time_range.start, hour__lt=time_range.end), user)
     if department is not None:
         hours = hours.filter(department=department)
@@ -330,7 +361,11 @@ def job_usage_list(
     )
     if limit is not None:
         sums = sums[:limit]
-    sums = list(sums)
+    return list(sums)
+
+
+def job_usage_of(sums: list[dict]) -> list[JobUsage]:
+    """The jobs of ``job_usage_sums`` rows, read now (names and states change between rollups)."""
     placed = Job.nodes.through.objects.filter(job_id=OuterRef("pk"))
     jobs = (
         Job.objects.select_related("department", "cluster")
@@ -397,6 +432,28 @@ def idle_allocation_list(
     query; ``efficiency.analysis.idle.find_idle_stretches`` is the plain-Python statement of the
     same rule, and tests/selectors checks that both agree.
     """
+    stretches = idle_stretch_rows(
+        user=user,
+        time_range=time_range,
+        department=department,
+        min_hours=min_hours,
+        idle_below_pct=idle_below_pct,
+        limit=limit,
+    )
+    return idle_allocations_of(stretches)
+
+
+def idle_stretch_rows(
+    *,
+    user: User,
+    time_range: TimeRange,
+    department: Department | None = None,
+    min_hours: int = 2,
+    idle_below_pct: float = 1.0,
+    limit: int | None = None,
+) -> list[tuple]:
+    """The stretches of ``idle_allocation_list`` as read from the rollups: (job id, first and
+    last hour as epoch seconds, hours, wasted GPU-seconds), largest first."""
     idle = _idle_hours(user=user, time_range=time_range, department=department, idle_below_pct=idle_below_pct)
     try:
         inner_sql, params = idle.values("job_id", "hour", "allocated_gpu_s").query.sql_with_params()
@@ -417,7 +474,11 @@ def idle_allocation_list(
         arguments.append(limit)
     with connection.cursor() as cursor:
         cursor.execute(sql, arguments)
-        stretches = cursor.fetchall()
+        return [tuple(row) for row in cursor.fetchall()]
+
+
+def idle_allocations_of(stretches: list[tuple]) -> list[IdleAllocation]:
+    """The stretches of ``idle_stretch_rows`` with their jobs, read now."""
     jobs = Job.objects.select_related("department").in_bulk({row[0] for row in stretches})
     return [
         IdleAllocation(

@@ -52,6 +52,7 @@ from efficiency.models import (
     NodeHour,
     PrunedLogSpan,
     RollupDirtyHour,
+    RollupVersion,
     ScopeHour,
     SourceRun,
 )
@@ -178,6 +179,18 @@ def _compute_batch(cluster: Cluster, hours: list[datetime], now: datetime, zone:
             _scope_rows(cluster, node_rows, department_rows, unplaced), batch_size=2000
         )
         _node_days_refresh(cluster, node_ids, hours, zone)
+        rollup_version_bump(cluster.pk)
+
+
+def rollup_version_bump(cluster_id: int) -> None:
+    """Move the cluster's rollup version on (``RollupVersion``), in the transaction that writes
+    its rollup rows: the pages' cache keys hold the version, so a page read after the commit
+    is rebuilt from the new rows, and one read before it never sees a version it did not read.
+
+    Called with the cluster's day lock held (``_node_days_refresh``, ``node_days_rezone``), so two
+    workers never both create the first row of a cluster."""
+    if not RollupVersion.objects.filter(cluster_id=cluster_id).update(version=F("version") + 1):
+        RollupVersion.objects.create(cluster_id=cluster_id, version=1)
 
 
 def _scope_rows(
@@ -298,7 +311,9 @@ def node_days_rezone(*, zone: ZoneInfo | None = None) -> int:
                 by_cluster[cluster_id].append(pk)
             if not by_cluster:
                 return done
-            for cluster_id, node_ids in by_cluster.items():
+            for cluster_id, node_ids in sorted(by_cluster.items()):
+                # The cluster's day lock, as _node_days_refresh takes it (in cluster order too).
+                transaction_lock(NODE_DAYS_LOCK_SPACE, cluster_id)
                 node_hours = NodeHour.objects.filter(node_id__in=node_ids)
                 span = node_hours.aggregate(first=Min("hour"), last=Max("hour"))
                 covered = []
@@ -311,6 +326,7 @@ def node_days_rezone(*, zone: ZoneInfo | None = None) -> int:
                 node_days = rollup_node_days(parts)
                 NodeDay.objects.filter(node_id__in=node_ids).delete()
                 NodeDay.objects.bulk_create(_node_day_rows(cluster_id, node_days, zone), batch_size=2000)
+                rollup_version_bump(cluster_id)
         count = sum(map(len, by_cluster.values()))
         done += count
         logger.info("node days of %d nodes recomputed in %s", count, zone.key)

@@ -3,11 +3,12 @@ from datetime import UTC, date, datetime
 
 from django import template
 from django.utils import dateformat
-from django.utils.html import format_html, format_html_join, json_script
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
-from plotly.utils import PlotlyJSONEncoder
 
+from efficiency.charts.theme import ChartJSON, chart_json
 from efficiency.charts.toolkit import clock_duration
 from efficiency.choices import JobState, NodeClass, NodeState
 from efficiency.gpu_shares import MILLI_PER_GPU, gpus_text
@@ -17,32 +18,23 @@ from efficiency.times import display_time
 register = template.Library()
 
 
-class ChartJSONEncoder(PlotlyJSONEncoder):
-    """Plotly's encoder (NaN and infinities as null, as plotly.js wants them) with a quick path
-    for the times of a figure dict: the ISO text Plotly's encoder writes for them."""
-
-    def default(self, obj):
-        if isinstance(obj, (datetime, date)):
-            return obj.isoformat()
-        return super().default(obj)
-
-
 @register.simple_tag
-def plotly_chart(figure: "Figure | dict", element_id: str) -> str:
+def plotly_chart(figure: "Figure | dict | ChartJSON", element_id: str) -> str:
     """A chart placeholder plus its figure as escaped JSON; static/efficiency/js/charts.js draws it.
 
-    ``figure`` is a Plotly figure or a figure dict (``efficiency.charts.theme.figure_dict``)."""
+    ``figure`` is a Plotly figure, a figure dict (``efficiency.charts.theme.figure_dict``) or one
+    already encoded (``ChartJSON``, as the pages' cache keeps it). The markup is what
+    ``json_script`` writes."""
     data_id = f"{element_id}-data"
-    if isinstance(figure, dict):
-        payload, title = figure, (figure["layout"].get("title") or {}).get("text")
-    else:
-        payload, title = figure.to_plotly_json(), figure.layout.title.text
+    chart = chart_json(figure)
     return format_html(
-        '<div class="chart" id="{}" data-plotly="{}" role="img" aria-label="{}"></div>{}',
+        '<div class="chart" id="{}" data-plotly="{}" role="img" aria-label="{}"></div>'
+        '<script id="{}" type="application/json">{}</script>',
         element_id,
         data_id,
-        title or "",
-        json_script(payload, data_id, encoder=ChartJSONEncoder),
+        chart.title,
+        data_id,
+        mark_safe(chart.escaped_json),  # noqa: S308 -- escaped as json_script escapes
     )
 
 

@@ -21,7 +21,6 @@ from efficiency.selectors.recommendations import what_to_fix_summary
 from efficiency.selectors.tickets import department_open_tickets
 from efficiency.selectors.usage import (
     idle_allocation_list,
-    job_usage_count,
     job_usage_list,
     node_classification_history,
 )
@@ -167,11 +166,6 @@ def department_jobs_view(request: HttpRequest, code: str) -> HttpResponse:
     """The department page's job and idle-allocation tables, fetched by htmx; the jobs table
     says how many jobs there are in all when it shows only the largest."""
 
-    def build(request, department, time_range) -> dict:
-        context = department_jobs_context(request, department, time_range)
-        context["jobs_total"] = job_usage_count(
-            user=request.user, time_range=time_range, department=department
-        )
-        return context
-
-    return _department_part(request, code, "efficiency/inventory/partials/department_jobs.html", build)
+    return _department_part(
+        request, code, "efficiency/inventory/partials/department_jobs.html", department_jobs_context
+    )

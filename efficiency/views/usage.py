@@ -7,11 +7,13 @@ from django.utils.translation import gettext as _
 
 from efficiency.analysis.usage import UsageTotals, change_points, percent
 from efficiency.charts import usage as charts
+from efficiency.charts.theme import chart_json
 from efficiency.choices import NodeClass
 from efficiency.forms import ClusterForm, time_range_from_request
 from efficiency.permissions import USAGE_OVERVIEW_READERS
 from efficiency.selectors import usage
 from efficiency.selectors.quotas import capacity_alert_list
+from efficiency.selectors.rollup_cache import rollup_cached
 from efficiency.timeranges import TimeRange
 from efficiency.views.helpers import csv_filename, csv_response, role_required
 
@@ -101,10 +103,11 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
         }
         return render(request, template, context, status=400)
     user = request.user
-    totals = usage.cluster_usage(user=user, time_range=time_range, cluster=cluster)
-    previous = usage.cluster_usage(user=user, time_range=time_range.previous(), cluster=cluster)
-    departments = usage.department_usage_list(user=user, time_range=time_range, cluster=cluster)
-    shared_pool = usage.shared_pool_usage(user=user, time_range=time_range, cluster=cluster)
+    numbers = overview_numbers(user, time_range, cluster)
+    totals, previous, shared_pool = numbers["totals"], numbers["previous"], numbers["shared_pool"]
+    departments = usage.department_usage_of(
+        user=user, sums=numbers["department_sums"], unplaced=numbers["unplaced"]
+    )
     if request.GET.get("export") == "csv":
         return department_usage_csv(
             departments, time_range, cluster=cluster, shared_pool=shared_pool, total=totals
@@ -133,10 +136,32 @@ def cluster_overview_view(request: HttpRequest) -> HttpResponse:
         ),
         "classified_until": classified_until,
         "alerts": capacity_alert_list(user=user),
+        "trend_figure": numbers["trend_figure"],
+        "water_level_figure": numbers["water_level_figure"],
     }
-    points = usage.cluster_usage_series(user=user, time_range=time_range, cluster=cluster)
-    context.update(trend_figure=trend_figure(points), water_level_figure=water_level_figure(points))
     return render(request, template, context)
+
+
+def overview_numbers(user, time_range: TimeRange, cluster) -> dict:
+    """What the overview reads from the rollups, with its two time charts encoded, cached until
+    the rollups change (``efficiency.selectors.rollup_cache``); department names, node classes
+    and alerts are read per request."""
+
+    def build() -> dict:
+        sums, unplaced = usage.department_usage_sums(user=user, time_range=time_range, cluster=cluster)
+        points = usage.cluster_usage_series(user=user, time_range=time_range, cluster=cluster)
+        return {
+            "totals": usage.cluster_usage(user=user, time_range=time_range, cluster=cluster),
+            "previous": usage.cluster_usage(user=user, time_range=time_range.previous(), cluster=cluster),
+            "department_sums": sums,
+            "unplaced": unplaced,
+            "shared_pool": usage.shared_pool_usage(user=user, time_range=time_range, cluster=cluster),
+            "trend_figure": chart_json(trend_figure(points)),
+            "water_level_figure": chart_json(water_level_figure(points)),
+        }
+
+    parts = (time_range.start, time_range.end, cluster.pk if cluster else None)
+    return rollup_cached("usage-overview", build, user=user, parts=parts)
 
 
 def department_usage_csv(
@@ -191,8 +216,19 @@ def department_usage_csv(
 
 
 def department_usage_context(request: HttpRequest, department, time_range: TimeRange) -> dict:
-    """The usage part of the department page (its heads, the committee, admins)."""
+    """The usage part of the department page (its heads, the committee, admins): read from the
+    rollups only, so cached until they change (``efficiency.selectors.rollup_cache``)."""
     user = request.user
+    parts = (department.pk, time_range.start, time_range.end)
+    return rollup_cached(
+        "department-usage",
+        lambda: _department_usage_context(user, department, time_range),
+        user=user,
+        parts=parts,
+    )
+
+
+def _department_usage_context(user, department, time_range: TimeRange) -> dict:
     totals = usage.department_usage(user=user, department=department, time_range=time_range)
     previous = usage.department_usage(user=user, department=department, time_range=time_range.previous())
     points = usage.department_usage_series(user=user, department=department, time_range=time_range)
@@ -202,18 +238,20 @@ def department_usage_context(request: HttpRequest, department, time_range: TimeR
     return {
         **usage_cards_context(totals, previous),
         "unplaced_gpu_hours": unplaced / 3600,  # of the allocated: jobs without node placement
-        "gpu_hours_figure": charts.gpu_hours_figure(
-            times,
-            [round(p.totals.available_gpu_hours, 1) for p in points],
-            [round(p.totals.allocated_gpu_hours, 1) for p in points],
-            [round(p.totals.busy_gpu_hours, 1) for p in points],
-            title=_("GPU-hours: owned, allocated, busy"),
-            owned_label=_("Owned"),
-            allocated_label=_("Allocated"),
-            busy_label=_("Busy"),
-            axis_label=_("GPU-hours per hour") if hours == 1 else _("GPU-hours per day"),
+        "gpu_hours_figure": chart_json(
+            charts.gpu_hours_figure(
+                times,
+                [round(p.totals.available_gpu_hours, 1) for p in points],
+                [round(p.totals.allocated_gpu_hours, 1) for p in points],
+                [round(p.totals.busy_gpu_hours, 1) for p in points],
+                title=_("GPU-hours: owned, allocated, busy"),
+                owned_label=_("Owned"),
+                allocated_label=_("Allocated"),
+                busy_label=_("Busy"),
+                axis_label=_("GPU-hours per hour") if hours == 1 else _("GPU-hours per day"),
+            )
         ),
-        "trend_figure": trend_figure(points),
+        "trend_figure": chart_json(trend_figure(points)),
     }
 
 
@@ -314,33 +352,63 @@ def job_usage_context(job) -> dict:
 
 
 def department_heatmap_context(request: HttpRequest, department, time_range: TimeRange) -> dict:
-    """The node x time heatmap, loaded after the page (large departments have many nodes)."""
-    heatmap = usage.department_heatmap(user=request.user, department=department, time_range=time_range)
+    """The node x time heatmap, loaded after the page (large departments have many nodes); cached
+    until the rollups change or a node is added, renamed or re-owned (the key holds
+    ``nodes_fingerprint``)."""
+    user = request.user
+    parts = (department.pk, time_range.start, time_range.end, usage.nodes_fingerprint())
+    return rollup_cached(
+        "department-heatmap",
+        lambda: _department_heatmap_context(user, department, time_range),
+        user=user,
+        parts=parts,
+    )
+
+
+def _department_heatmap_context(user, department, time_range: TimeRange) -> dict:
+    heatmap = usage.department_heatmap(user=user, department=department, time_range=time_range)
     by_hour = time_range.bucket == "hour"
-    return {
-        "heatmap_figure": charts.heatmap_figure(
-            heatmap.nodes,
-            local_times(heatmap.times),
-            heatmap.values_pct,
-            title=(
-                _("Utilization per node and day")
-                if not by_hour
-                else _("Utilization per node and hour")
-                if heatmap.block_hours == 1
-                else _("Utilization per node, %(hours)s-hour blocks") % {"hours": heatmap.block_hours}
-            ),
-            colorbar_label=_("Utilization"),
-            missing_label=_("no samples"),
-        )
-    }
+    figure = charts.heatmap_figure(
+        heatmap.nodes,
+        local_times(heatmap.times),
+        heatmap.values_pct,
+        title=(
+            _("Utilization per node and day")
+            if not by_hour
+            else _("Utilization per node and hour")
+            if heatmap.block_hours == 1
+            else _("Utilization per node, %(hours)s-hour blocks") % {"hours": heatmap.block_hours}
+        ),
+        colorbar_label=_("Utilization"),
+        missing_label=_("no samples"),
+    )
+    return {"heatmap_figure": chart_json(figure)}
+
+
+JOBS_SHOWN = 50
 
 
 def department_jobs_context(request: HttpRequest, department, time_range: TimeRange) -> dict:
-    """Jobs by GPU-hours and idle allocations, loaded after the page."""
+    """Jobs by GPU-hours and idle allocations, loaded after the page, with how many jobs held
+    GPUs in all. What the rollups give (job ids and their sums) is cached until they change;
+    the jobs themselves (names, states) are read per request."""
     user = request.user
+
+    def build() -> dict:
+        return {
+            "job_sums": usage.job_usage_sums(
+                user=user, time_range=time_range, department=department, limit=JOBS_SHOWN
+            ),
+            "idle_stretches": usage.idle_stretch_rows(
+                user=user, time_range=time_range, department=department, limit=JOBS_SHOWN
+            ),
+            "jobs_total": usage.job_usage_count(user=user, time_range=time_range, department=department),
+        }
+
+    parts = (department.pk, time_range.start, time_range.end)
+    numbers = rollup_cached("department-jobs", build, user=user, parts=parts)
     return {
-        "jobs_usage": usage.job_usage_list(user=user, time_range=time_range, department=department, limit=50),
-        "idle_allocations": usage.idle_allocation_list(
-            user=user, time_range=time_range, department=department, limit=50
-        ),
+        "jobs_usage": usage.job_usage_of(numbers["job_sums"]),
+        "idle_allocations": usage.idle_allocations_of(numbers["idle_stretches"]),
+        "jobs_total": numbers["jobs_total"],
     }

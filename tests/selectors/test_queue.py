@@ -4,8 +4,11 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from efficiency.analysis.queue import CAPACITY, PRIORITY, QUEUED, QUOTA
+from efficiency.analysis.stats import percentile
 from efficiency.choices import JobState, NodeState
 from efficiency.forms import TimeRange
 from efficiency.models import Job, Node
@@ -196,3 +199,32 @@ def test_shared_gpus_count_by_their_share_in_the_queue(cluster_now):
     assert (jobs[shared].reason, jobs[shared].limits.free_gpus) == (QUEUED, 0.5)
     # behind it 0.5 - 0.46 = 0.04 GPU is left: the whole GPU waits for capacity
     assert (jobs[whole].reason, jobs[whole].ahead_gpus) == (CAPACITY, pytest.approx(0.46))
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    waits_us=st.lists(
+        st.integers(min_value=-3_600_000_000, max_value=40 * 86_400_000_000), min_size=1, max_size=12
+    )
+)
+def test_wait_percentiles_are_those_of_the_jobs_own_waits(org, waits_us):
+    """On PostgreSQL the waits come out of the database as seconds: the same numbers, to the
+    microsecond, as subtracting the two moments (a start before the submission waits 0)."""
+    Job.objects.all().delete()
+    now = timezone.now()
+    started = now - timedelta(hours=1, microseconds=123_457)
+    for wait in waits_us:
+        JobFactory(
+            department=org.dept_a,
+            cluster=org.cluster,
+            submitted_at=started - timedelta(microseconds=wait),
+            started_at=started,
+        )
+    time_range = TimeRange("custom", now - timedelta(days=1), now)
+    stats = started_wait_stats(user=org.committee, time_range=time_range, department=org.dept_a)
+    expected = [max(0.0, timedelta(microseconds=wait).total_seconds()) for wait in waits_us]
+    assert (stats.jobs, stats.p50_s, stats.p95_s) == (
+        len(expected),
+        percentile(expected, 50),
+        percentile(expected, 95),
+    )
