@@ -34,7 +34,7 @@ def cursors_from_the_jobs(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("efficiency", "0030_pruned_log_spans"),
+        ("efficiency", "0031_rollup_version"),
     ]
 
     operations = [
