@@ -291,7 +291,9 @@ SPECTACULAR_SETTINGS = {
 # "localhost" names no server: the file-system transport wants a host only to stop it warning.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://localhost//")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # The embedded broker: messages are files under var/broker, so no server is needed.
+    # The embedded broker: messages are files under var/broker, so no server is needed; each is
+    # written whole before a worker can see it (portal.broker).
+    CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
