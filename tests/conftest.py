@@ -45,6 +45,37 @@ def _fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _static_files_listed_once():
+    """Every test client builds its own middleware, and WhiteNoise's (serving from the finders
+    outside production) lists and stats every static file each time: ~0.1 s a client, most of a
+    test that signs in hundreds of times. The listing is the same while the settings it reads are:
+    list once per such configuration and give each new middleware the same file table (WhiteNoise
+    shares that table between all requests of one middleware anyway)."""
+    from whitenoise.middleware import WhiteNoiseMiddleware
+
+    listed: dict[tuple, dict] = {}
+    scan = WhiteNoiseMiddleware.add_files_from_finders
+
+    def add_files_from_finders(self):
+        key = (
+            self.static_prefix, self.max_age, self.allow_all_origins, self.charset,
+            repr(sorted(self.media_types.types_map.items())), self.add_headers_function,
+            self.index_file, getattr(self.immutable_file_test, "__func__", self.immutable_file_test),
+            repr(django_settings.STATICFILES_DIRS), repr(django_settings.STATICFILES_FINDERS),
+            tuple(django_settings.INSTALLED_APPS),
+        )  # fmt: skip
+        if key not in listed:
+            before = dict(self.files)
+            scan(self)
+            listed[key] = {url: file for url, file in self.files.items() if before.get(url) is not file}
+        self.files.update(listed[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(WhiteNoiseMiddleware, "add_files_from_finders", add_files_from_finders)
+        yield
+
+
 @pytest.fixture
 def org(db):
     """Two departments, each with a node and a job, and one user per role.
