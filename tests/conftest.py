@@ -24,6 +24,39 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 TEST_SOURCE_ROOTS = (tempfile.gettempdir(), str(Path(__file__).resolve().parent / "fixtures"))
 
 
+# Files of one to a few tests that take minutes. Under xdist (``make test``: --dist loadfile
+# --no-loadscope-reorder) they are handed out first, so that no worker is left running one of
+# them alone at the end while the other has finished; the other files follow, those with the most
+# tests first (what xdist's own reordering does). A file renamed here only loses its place.
+HEAVY_FILES = (
+    "tests/e2e/test_pages_journey.py",
+    "tests/services/test_demo_ticket_verification.py",
+    "tests/services/test_demo_recommendations.py",
+    "tests/services/test_demo_faults.py",
+    "tests/test_run_command.py",
+    "tests/test_settings.py",
+    "tests/e2e/test_utilization_journey.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = sorted(
+        enumerate(files.items()),
+        key=lambda entry: (
+            HEAVY_FILES.index(entry[1][0]) if entry[1][0] in HEAVY_FILES else len(HEAVY_FILES),
+            -len(entry[1][1]),
+            entry[0],
+        ),
+    )
+    items[:] = [item for _, (_, file_items) in order for item in file_items]
+
+
 @pytest.fixture(autouse=True)
 def _source_roots(settings):
     # File sources may read only under PORTAL_SOURCE_ROOTS; tests read fixtures and tmp_path.
