@@ -23,7 +23,7 @@ run: $(VENV)/.runtime
 
 ## test: the whole suite (SQLite by default; PostgreSQL when DATABASE_URL points there)
 test: $(VENV)/.dev
-	$(PY) -m pytest -n auto --dist loadfile --create-db $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder --create-db $(PYTEST_ARGS)
 
 ## test-fast: everything but the browser and worker-process tests, reusing the test database
 test-fast: $(VENV)/.dev

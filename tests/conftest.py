@@ -25,6 +25,39 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 TEST_SOURCE_ROOTS = (tempfile.gettempdir(), str(Path(__file__).resolve().parent / "fixtures"))
 
 
+# Files of one to a few tests that take minutes. Under xdist (``make test``: --dist loadfile
+# --no-loadscope-reorder) they are handed out first, so that no worker is left running one of
+# them alone at the end while the other has finished; the other files follow, those with the most
+# tests first (what xdist's own reordering does). A file renamed here only loses its place.
+HEAVY_FILES = (
+    "tests/e2e/test_pages_journey.py",
+    "tests/services/test_demo_ticket_verification.py",
+    "tests/services/test_demo_recommendations.py",
+    "tests/services/test_demo_faults.py",
+    "tests/test_run_command.py",
+    "tests/test_settings.py",
+    "tests/e2e/test_utilization_journey.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = sorted(
+        enumerate(files.items()),
+        key=lambda entry: (
+            HEAVY_FILES.index(entry[1][0]) if entry[1][0] in HEAVY_FILES else len(HEAVY_FILES),
+            -len(entry[1][1]),
+            entry[0],
+        ),
+    )
+    items[:] = [item for _, (_, file_items) in order for item in file_items]
+
+
 @pytest.fixture(autouse=True)
 def _source_roots(settings):
     # File sources may read only under PORTAL_SOURCE_ROOTS; tests read fixtures and tmp_path.
@@ -52,6 +85,37 @@ def _empty_cache():
 def _fast_password_hasher(settings):
     # The default PBKDF2 costs ~0.3 s a login; tests log in hundreds of times.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _static_files_listed_once():
+    """Every test client builds its own middleware, and WhiteNoise's (serving from the finders
+    outside production) lists and stats every static file each time: ~0.1 s a client, most of a
+    test that signs in hundreds of times. The listing is the same while the settings it reads are:
+    list once per such configuration and give each new middleware the same file table (WhiteNoise
+    shares that table between all requests of one middleware anyway)."""
+    from whitenoise.middleware import WhiteNoiseMiddleware
+
+    listed: dict[tuple, dict] = {}
+    scan = WhiteNoiseMiddleware.add_files_from_finders
+
+    def add_files_from_finders(self):
+        key = (
+            self.static_prefix, self.max_age, self.allow_all_origins, self.charset,
+            repr(sorted(self.media_types.types_map.items())), self.add_headers_function,
+            self.index_file, getattr(self.immutable_file_test, "__func__", self.immutable_file_test),
+            repr(django_settings.STATICFILES_DIRS), repr(django_settings.STATICFILES_FINDERS),
+            tuple(django_settings.INSTALLED_APPS),
+        )  # fmt: skip
+        if key not in listed:
+            before = dict(self.files)
+            scan(self)
+            listed[key] = {url: file for url, file in self.files.items() if before.get(url) is not file}
+        self.files.update(listed[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(WhiteNoiseMiddleware, "add_files_from_finders", add_files_from_finders)
+        yield
 
 
 @pytest.fixture

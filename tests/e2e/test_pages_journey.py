@@ -16,16 +16,15 @@ from efficiency.services import quotas as quota_services
 from efficiency.services.demo import demo_history_backfill, demo_simulator
 from efficiency.services.organisation import DEMO_CLUSTER_SLUG, demo_organisation_create
 from tests.e2e.conftest import ARTIFACTS, log_in
+from tests.snapshot import DatabaseSnapshot, build_settings, flush
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PASSWORD = "e2e-password"
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture
-def world(transactional_db, settings, tmp_path):
+def _build_world() -> dict:
     """Two days of the demo cluster, a quota proposal with its backtest, a job still waiting."""
-    settings.VAR_DIR = tmp_path
     demo_organisation_create(password=PASSWORD)
     now = timezone.now().replace(microsecond=0)
     cluster = Cluster.objects.get(slug=DEMO_CLUSTER_SLUG)
@@ -48,6 +47,28 @@ def world(transactional_db, settings, tmp_path):
         "waiting": waiting.pk,
         "node": Node.objects.order_by("hostname").first().pk,
     }
+
+
+@pytest.fixture(scope="module")
+def built_world(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The world is built once for the module (minutes of simulated history); each test gets it
+    back, rows and keys exactly as built, after the previous test's flush (tests/snapshot.py)."""
+    var = tmp_path_factory.mktemp("world")
+    with django_db_blocker.unblock(), build_settings(VAR_DIR=var):
+        try:
+            ids = _build_world()
+            snapshot = DatabaseSnapshot.take()
+        finally:
+            flush()
+    return var, ids, snapshot
+
+
+@pytest.fixture
+def world(built_world, transactional_db, settings):
+    var, ids, snapshot = built_world
+    settings.VAR_DIR = var
+    snapshot.restore()
+    return ids
 
 
 def rows_shown(page, link_id: str) -> int | None:

@@ -11,23 +11,38 @@ from efficiency.models import Cluster
 from efficiency.services.demo import demo_history_backfill, demo_simulator
 from efficiency.services.organisation import DEMO_CLUSTER_SLUG, demo_organisation_create
 from tests.e2e.conftest import log_in
+from tests.snapshot import DatabaseSnapshot, build_settings, flush
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(scope="module")
+def built_history(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Built once for the module; each test gets it back as built (tests/snapshot.py)."""
+    var = tmp_path_factory.mktemp("history")
+    with django_db_blocker.unblock(), build_settings(VAR_DIR=var):
+        try:
+            demo_organisation_create(password="e2e-password")
+            now = timezone.now().replace(microsecond=0)
+            sim = demo_simulator(days=2, now=now)
+            demo_history_backfill(
+                sim=sim,
+                cluster=Cluster.objects.get(slug=DEMO_CLUSTER_SLUG),
+                until=now,
+                step=timedelta(minutes=30),
+                log_days=0.25,  # these pages need no fault history: keep the setup short
+            )
+            snapshot = DatabaseSnapshot.take()
+        finally:
+            flush()
+    return var, snapshot
+
+
 @pytest.fixture
-def history(transactional_db, settings, tmp_path):
-    settings.VAR_DIR = tmp_path
-    demo_organisation_create(password="e2e-password")
-    now = timezone.now().replace(microsecond=0)
-    sim = demo_simulator(days=2, now=now)
-    demo_history_backfill(
-        sim=sim,
-        cluster=Cluster.objects.get(slug=DEMO_CLUSTER_SLUG),
-        until=now,
-        step=timedelta(minutes=30),
-        log_days=0.25,  # these pages need no fault history: keep the setup short
-    )
+def history(built_history, transactional_db, settings):
+    var, snapshot = built_history
+    settings.VAR_DIR = var
+    snapshot.restore()
 
 
 def _traces(page, chart_id: str) -> int:

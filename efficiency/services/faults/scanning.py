@@ -12,7 +12,15 @@ from efficiency.analysis.faults.scanner import scan_bytes
 from efficiency.analysis.faults.trust import job_output_node, kernel_log_node, source_has_kernel_logs
 from efficiency.choices import SignalSource, SourceKind
 from efficiency.fault_messages import message
-from efficiency.models import DataSource, FaultScanCursor, FaultSignal, LogChunk, LogStreamContext, Node
+from efficiency.models import (
+    DataSource,
+    FaultScanCursor,
+    FaultSignal,
+    Job,
+    LogChunk,
+    LogStreamContext,
+    Node,
+)
 from efficiency.services.faults.evidence import job_on_node, node_of_rank, signals_store
 from efficiency.services.faults.incidents import incidents_group
 
@@ -112,7 +120,7 @@ def _signals_from_chunks(
     reason kept on the signal.
     """
     nodes = {n.hostname: n for n in Node.objects.filter(cluster=source.cluster)}
-    job_nodes: dict[int, frozenset[str]] = {}
+    job_nodes = _job_hostnames({chunk.job_id for chunk in chunks if chunk.job_id is not None})
     rank_nodes: dict[tuple[int, int], Node | None] = {}
     kernel_logs = source_has_kernel_logs(kind=source.kind, config=source.config)
     signals = []
@@ -122,8 +130,6 @@ def _signals_from_chunks(
             if kernel_logs
             else None
         )
-        if kernel_node is None and chunk.job is not None and chunk.job.pk not in job_nodes:
-            job_nodes[chunk.job.pk] = frozenset(chunk.job.nodes.values_list("hostname", flat=True))
         findings = scan_bytes(
             chunk.text.encode("utf-8"),
             start_offset=chunk.start_offset,
@@ -176,6 +182,15 @@ def _signals_from_chunks(
                 )
             )
     return signals
+
+
+def _job_hostnames(job_ids: set[int]) -> dict[int, frozenset[str]]:
+    """The hostnames of each job's nodes, in one query for a batch of chunks (not one a job)."""
+    hostnames: dict[int, set[str]] = {job_id: set() for job_id in job_ids}
+    rows = Job.nodes.through.objects.filter(job_id__in=job_ids).values_list("job_id", "node__hostname")
+    for job_id, hostname in rows:
+        hostnames[job_id].add(hostname)
+    return {job_id: frozenset(names) for job_id, names in hostnames.items()}
 
 
 def _aware(moment: datetime | None, zone) -> datetime | None:
