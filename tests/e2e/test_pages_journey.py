@@ -230,6 +230,9 @@ def test_main_pages_fit_a_phone_in_english_and_chinese(browser, live_server, wor
         f"/jobs/{Job.objects.filter(state='running').first().pk}/",
         "/quotas/",
         "/faults/?range=7d",
+        "/committee/",
+        "/committee/rate-cards/",
+        "/committee/audit/",
     ]
     for language in ("en", "zh-hans"):
         context.add_cookies([{"name": "django_language", "value": language, "url": live_server.url}])
