@@ -2,8 +2,9 @@ import json
 from datetime import UTC, date, datetime
 
 from django import template
+from django.urls import reverse
 from django.utils import dateformat
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from plotly.graph_objects import Figure
@@ -176,6 +177,38 @@ def job_state_label(state: str):
 def node_state_label(state: str):
     """``node.get_state_display`` without hashing every choice's lazy label on each row."""
     return _choice_label(NodeState, state)
+
+
+@register.simple_tag
+def node_rows(nodes) -> str:
+    """The node table's rows (``partials/node_table.html``), written in one Python loop.
+
+    The same markup the template loop wrote (``tests/views/test_node_rows.py`` compares them):
+    on a department page of a few hundred nodes, the template engine's work per cell was a third
+    of the page's own time.
+    """
+    yes, no = _("yes,no").split(",")[:2]
+    unowned = _("Unowned")
+    prefix = reverse("efficiency:node-detail", args=[0]).removesuffix("0/")
+    rows = []
+    for node in nodes:
+        owner = node.owner_department.name if node.owner_department_id else ""
+        rows.append(
+            "<tr>"
+            f'<td><a href="{prefix}{node.pk}/">{escape(node.hostname)}</a></td>'
+            f"<td>{escape(node.cluster.name)}</td>"
+            f"<td>{escape(node.gpu_model)}</td>"
+            f'<td class="num">{node.gpu_count}</td>'
+            f"<td>{escape(yes if node.rdma_capable else no)}</td>"
+            f"<td>{escape(node.fault_domain)}</td>"
+            f'<td><span class="state state-{escape(node.state)}">'
+            f"{escape(node_state_label(node.state))}</span></td>"
+            f"<td>{escape(owner or unowned)}</td>"
+            "</tr>"
+        )
+    if not rows:
+        rows.append(f'<tr><td colspan="8">{escape(_("No nodes to show."))}</td></tr>')
+    return mark_safe("\n".join(rows))  # noqa: S308 -- every value above is escaped
 
 
 @register.filter
