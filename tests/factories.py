@@ -61,6 +61,7 @@ from efficiency.models import (
     JobHour,
     JobLogFacts,
     LogChunk,
+    LogFactsCursor,
     LogStreamContext,
     Node,
     NodeClassification,
@@ -70,6 +71,7 @@ from efficiency.models import (
     Notification,
     NotificationChannel,
     NotificationSubscription,
+    PrunedLogSpan,
     Quota,
     QuotaBacktest,
     QuotaCycle,
@@ -81,6 +83,7 @@ from efficiency.models import (
     ReviewMeeting,
     ReviewPack,
     RollupDirtyHour,
+    RollupVersion,
     ScopeHour,
     SourceRun,
     Ticket,
@@ -609,6 +612,36 @@ class RecommendationDecisionFactory(factory.django.DjangoModelFactory):
     recommendation = factory.SubFactory(RecommendationFactory)
     action = RecommendationAction.PROPOSED
     at = factory.LazyAttribute(lambda o: o.recommendation.first_seen)
+
+
+class LogFactsCursorFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = LogFactsCursor
+
+    source = factory.SubFactory(DataSourceFactory)
+    last_chunk_id = 0
+
+
+class PrunedLogSpanFactory(factory.django.DjangoModelFactory):
+    """What retention pruned of one log file: its first 4 KiB, 40 lines."""
+
+    class Meta:
+        model = PrunedLogSpan
+
+    source = factory.SubFactory(DataSourceFactory)
+    stream = factory.Sequence(lambda n: f"job-{n}/rank-0.log")
+    file_id = "f1"
+    end_offset = 4096
+    line_count = 40
+    pruned_at = factory.LazyFunction(timezone.now)
+
+
+class RollupVersionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RollupVersion
+
+    cluster = factory.SubFactory(ClusterFactory)
+    version = 1
 
 
 class JobLogFactsFactory(factory.django.DjangoModelFactory):
