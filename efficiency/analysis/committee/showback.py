@@ -7,7 +7,8 @@ in one hour) and A the GPU-hours its jobs held:
 * lent: the part of the unused guarantee that other departments' borrowing used. Which idle GPU
   a borrower got is not recorded, so it is approximated: in each hour and model the borrowing
   of all departments, B, is spread over the unused guarantees, U, in proportion to them, and
-  each department lent ``unused × min(B, U) / U``;
+  each department lent ``unused × min(B, U) / U`` (in whole milli-GPU-hours that add up to
+  ``min(B, U)``: the units rounding leaves go to the largest remainders);
 * charged = guaranteed + borrowed - lent: the department pays for its reservation and for what
   it borrowed; a GPU it lent is paid by the borrower, so no GPU-hour is charged twice;
 * central = capacity - everything charged: the unallocated idle time no guarantee covers, and
@@ -136,8 +137,10 @@ def showback(
             covered = min(borrowed_all, unused_all)
             if covered <= 0:
                 continue
-            for key in keys:
-                lent[key][hour] = per_key[key][hour][3] * covered // unused_all
+            for key, share in zip(
+                keys, _shares(covered, [per_key[key][hour][3] for key in keys]), strict=True
+            ):
+                lent[key][hour] = share
         for key in keys:
             code = key[0]
             show = shows.setdefault(code, DepartmentShow(code, hours))
@@ -155,6 +158,20 @@ def showback(
         capacity_by_model[model] = cap
         central_by_model[model] = cap - charged_model
     return Showback(shows, capacity_by_model, central_by_model)
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights``, in whole units that add up to ``total``
+    exactly: each gets its floor, and the units left go to the largest remainders (the first of
+    equal ones). Floors alone lost up to a unit per lender, so the charged hours came out above
+    capacity (a negative central figure with every guarantee inside it)."""
+    whole = sum(weights)
+    floors = [weight * total // whole for weight in weights]
+    left = total - sum(floors)
+    by_remainder = sorted(range(len(weights)), key=lambda i: -(weights[i] * total % whole))
+    for index in by_remainder[:left]:
+        floors[index] += 1
+    return floors
 
 
 def cost(milli_gpu_hours: int, rate: Decimal | None) -> Decimal:

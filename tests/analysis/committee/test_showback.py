@@ -58,6 +58,20 @@ def test_costs_in_decimal():
     assert central == Decimal("87.50")  # 7 H100 GPU-hours nobody was charged for
 
 
+def test_lent_hours_add_up_to_what_was_borrowed_when_the_shares_do_not_divide():
+    # Found by the property below: 1 GPU-hour borrowed from unused guarantees of 1 and 2 split
+    # 333 + 666 milli-GPU-hours, so one milli-GPU-hour was charged twice and central went to -1.
+    result = showback(
+        hours=1,
+        capacity={"H100": [3]},
+        guarantees={("D1", "H100"): [1], ("D2", "H100"): [0], ("D3", "H100"): [2]},
+        allocated={("D1", "H100"): [0.0], ("D2", "H100"): [1.0], ("D3", "H100"): [0.0]},
+    )
+    assert [result.departments[code].lent[0] for code in ("D1", "D3")] == [333, 667]
+    assert result.central == 0
+    assert result.charged == result.capacity
+
+
 gpus = st.integers(min_value=0, max_value=64)
 
 
