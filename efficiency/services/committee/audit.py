@@ -1,8 +1,11 @@
 """Appending to and checking the committee's hash-chained audit trail.
 
-Appends are serialised by the unique sequence number and hash: two writers that read the same
-head both try ``seq + 1``; one wins, the other re-reads the head and retries. Call ``audit_append``
-inside the transaction that makes the change, so the entry and the change commit together.
+Appends are serialised: on PostgreSQL an append holds the trail's advisory lock until its
+transaction ends, so the next writer reads the head only after the last one committed (with
+optimistic retries alone, four writers at once ran out of attempts on a loaded machine). The
+unique sequence number still guards it: a writer that read a head another took re-reads it and
+retries (SQLite). Call ``audit_append`` inside the transaction that makes the change, so the entry
+and the change commit together.
 """
 
 from datetime import UTC, datetime
@@ -13,8 +16,10 @@ from django.utils import timezone
 from efficiency.analysis.committee.chain import GENESIS, ChainCheck, Link, body, link_hash, verify_chain
 from efficiency.models import AuditEntry
 from efficiency.scoping import User
+from efficiency.services.locks import transaction_lock
 
 ATTEMPTS = 20
+AUDIT_LOCK_SPACE = 0x415544  # "AUD": first key of the audit trail's advisory lock (the second is 0)
 
 
 def _iso(moment: datetime) -> str:
@@ -30,32 +35,33 @@ def audit_append(
     object_type = type(obj)._meta.model_name
     payload = payload or {}
     for _attempt in range(ATTEMPTS):
-        head = AuditEntry.objects.order_by("-seq").values("seq", "entry_hash").first()
-        seq = 1 if head is None else head["seq"] + 1
-        prev_hash = GENESIS if head is None else head["entry_hash"]
-        entry_body = body(
-            seq=seq,
-            at=_iso(at),
-            actor=actor_name,
-            verb=verb,
-            object_type=object_type,
-            object_id=obj.pk,
-            payload=payload,
-        )
-        entry = AuditEntry(
-            seq=seq,
-            at=at,
-            actor=actor if actor_name else None,
-            actor_name=actor_name,
-            verb=verb,
-            object_type=object_type,
-            object_id=obj.pk,
-            payload=payload,
-            prev_hash=prev_hash,
-            entry_hash=link_hash(prev_hash, entry_body),
-        )
         try:
             with transaction.atomic():
+                transaction_lock(AUDIT_LOCK_SPACE, 0)  # held until the outermost transaction ends
+                head = AuditEntry.objects.order_by("-seq").values("seq", "entry_hash").first()
+                seq = 1 if head is None else head["seq"] + 1
+                prev_hash = GENESIS if head is None else head["entry_hash"]
+                entry_body = body(
+                    seq=seq,
+                    at=_iso(at),
+                    actor=actor_name,
+                    verb=verb,
+                    object_type=object_type,
+                    object_id=obj.pk,
+                    payload=payload,
+                )
+                entry = AuditEntry(
+                    seq=seq,
+                    at=at,
+                    actor=actor if actor_name else None,
+                    actor_name=actor_name,
+                    verb=verb,
+                    object_type=object_type,
+                    object_id=obj.pk,
+                    payload=payload,
+                    prev_hash=prev_hash,
+                    entry_hash=link_hash(prev_hash, entry_body),
+                )
                 entry.save()
         except IntegrityError:
             continue  # another writer took this sequence number: read the new head and retry
