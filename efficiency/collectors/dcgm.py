@@ -10,7 +10,6 @@ A reading exists for every (hostname, gpu, MIG instance) that has at least one s
 we map; samples of other metrics are ignored without being looked at.
 """
 
-import gc
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -22,6 +21,7 @@ from typing import NamedTuple
 from efficiency.collectors.exposition import (
     MAX_LINE_CHARS,
     _parse_labels_fast,
+    gc_paused,
     parse_exposition,
 )
 from efficiency.collectors.records import GpuReading, ParseOutcome, Sample
@@ -294,13 +294,8 @@ def gpu_readings_from_exposition(
     general steps instead, so the result is always exactly theirs (tests/collectors prove it on
     generated pages). Rejections of both steps come back together, parse ones first.
     """
-    collector_was_enabled = gc.isenabled()
-    gc.disable()  # as in parse_exposition: the drafts are acyclic, see there
-    try:
+    with gc_paused():  # the readings are acyclic
         fast = _single_pass(text, scrape_time_ms, default_hostname)
-    finally:
-        if collector_was_enabled:
-            gc.enable()
     if fast is not None:
         return fast
     parsed = parse_exposition(text)

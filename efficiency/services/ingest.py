@@ -6,7 +6,6 @@ rejected one by one with a reason; the rest is stored.
 """
 
 import bisect
-import gc
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -20,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from efficiency.choices import JobState, MappingKind, SourceKind
+from efficiency.collectors.exposition import gc_paused
 from efficiency.collectors.nodes import observed_nodes_from_readings
 from efficiency.collectors.records import (
     MAX_STORED_INT,
@@ -128,16 +128,10 @@ def gpu_readings_ingest(
     reading wins over them. The Xid counts the readings carry are returned in ``xid_counts``,
     not recorded as faults here.
     """
-    # As in parse_exposition: the cyclic collector rescanned the readings and the rows made from
-    # them every few hundred allocations, a tenth of an ingest of 10,000 GPUs. What is made here
-    # is acyclic (tuples and dictionaries), so pausing it only delays other garbage to the end.
-    collector_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    # The cyclic collector rescanned the readings and the rows made from them every few hundred
+    # allocations, a tenth of an ingest of 10,000 GPUs; what is made here is acyclic.
+    with gc_paused():
         return _readings_ingest(cluster, readings, interval_s, now or timezone.now(), source)
-    finally:
-        if collector_was_enabled:
-            gc.enable()
 
 
 def _readings_ingest(
