@@ -128,3 +128,20 @@ def role_permissions_grant(*, group_model, permission_model) -> None:
             group.permissions.add(
                 *permission_model.objects.filter(content_type__app_label=app_label, codename__in=codenames)
             )
+
+
+def role_permissions_grant_migration(apps, schema_editor) -> None:
+    """``role_permissions_grant`` as a data migration's ``RunPython`` step.
+
+    The permissions of models a migration adds are created only after the last migration
+    (post_migrate): they are created here first, so that they can be granted.
+    """
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    role_permissions_grant(
+        group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission")
+    )

@@ -4,20 +4,7 @@ import django.db.models.deletion
 from django.db import migrations, models
 from django.db.models import Max
 
-
-def grant(apps, schema_editor):
-    """The platform_admin group reads the cursors in the admin."""
-    from django.contrib.auth.management import create_permissions
-
-    from efficiency.permissions import role_permissions_grant
-
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    role_permissions_grant(
-        group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission")
-    )
+from efficiency.permissions import role_permissions_grant_migration
 
 
 def cursors_from_the_jobs(apps, schema_editor):
@@ -63,5 +50,5 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(cursors_from_the_jobs, migrations.RunPython.noop),
-        migrations.RunPython(grant, migrations.RunPython.noop),
+        migrations.RunPython(role_permissions_grant_migration, migrations.RunPython.noop),
     ]
