@@ -335,6 +335,12 @@ _LINE_RE = re.compile(
 _LabelText = tuple[Mapping[str, str], _GpuLabels | str]
 _LABEL_CACHE: dict[str, _LabelText | None] = {}
 _LABEL_CACHE_MAX = 20_000
+# Label text → the key and the first fields of the row of the GPU it names, for texts with their
+# own Hostname label (a default hostname is the scrape's, not the text's). A page whose first run
+# of a mapped metric names GPUs all known from earlier pages makes its rows from these in whole-run
+# operations: one row at a time from the labels was a third of the pass. Same bound as above.
+_RowPrototype = tuple[tuple[str, int, str], tuple]
+_ROW_CACHE: dict[str, _RowPrototype] = {}
 
 
 def _labels_cached(label_text: str) -> _LabelText | None:
@@ -413,6 +419,11 @@ class _PageReader:
         self.row_of: dict[str, list] = {}
         self.checked: set[str] = set()  # label texts whose labels parse (those of rows too)
         self.xid_counted: list[list] = []  # rows whose Xid counts are a dict still
+        # The texts of the last run stored whole, and their rows: dcgm-exporter lists every family's
+        # GPUs in one order, so the next run's texts are usually equal to these, item by item (a
+        # comparison, where looking each text up hashed it).
+        self.run_texts: list[str] = []
+        self.run_rows: list[list] = []
 
     def readings(self) -> list[GpuReading]:
         for row in self.xid_counted:
@@ -430,9 +441,14 @@ class _PageReader:
         if slot == _IGNORED:
             # Not ours, but the general parser would still reject bad labels: check each text once.
             return self.checked.issuperset(texts) or self._lines_take(kind, texts, values)
-        rows = list(map(self.row_of.get, texts))
-        if slot == _XID_COUNT or None in rows:
+        if slot == _XID_COUNT:
             return self._lines_take(kind, texts, values)
+        if texts == self.run_texts:
+            rows = self.run_rows
+        else:
+            rows = list(map(self.row_of.get, texts))
+            if None in rows and not (not self.row_of and (rows := self._rows_new(texts))):
+                return self._lines_take(kind, texts, values)
         # The line-by-line checks, over the run: NaN fails every comparison, min() and max() may
         # pass over it, so it is looked for first.
         if any(map(math.isnan, values)) or min(values) < 0.0 or max(values) >= DCGM_INT32_BLANK:
@@ -449,7 +465,26 @@ class _PageReader:
         for row, value in zip(rows, stored, strict=True):
             if row[at] is None:  # a GPU shared by several pods, listed once per pod: the first stands
                 row[at] = value
+        self.run_texts, self.run_rows = texts, rows
         return True
+
+    def _rows_new(self, texts: list[str]) -> list[list] | None:
+        """The rows of the page's first GPUs, all made at once from ``_ROW_CACHE``; None (and
+        nothing made) unless every text is known there and each names a GPU of its own."""
+        prototypes = list(map(_ROW_CACHE.get, texts))
+        if None in prototypes:
+            return None
+        rows = list(map(list, map(itemgetter(1), prototypes)))
+        by_key = dict(zip(map(itemgetter(0), prototypes), rows, strict=True))
+        if len(by_key) != len(rows):
+            return None  # one GPU under several texts (several pods): line by line, as the first stands
+        scrape_time_ms = self.scrape_time_ms
+        for row in rows:
+            row[2] = scrape_time_ms
+        self.rows.update(by_key)
+        self.row_of.update(zip(texts, rows, strict=True))
+        self.checked.update(texts)
+        return rows
 
     def _lines_take(self, kind: tuple[int, float, float], texts: list[str], values: list[float]) -> bool:
         """``run_take`` one line at a time."""
@@ -507,6 +542,10 @@ class _PageReader:
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = [hostname, gpu.gpu_index, self.scrape_time_ms, *gpu[2:], *_ROW_EMPTY]
+            if gpu.hostname:
+                if len(_ROW_CACHE) >= _LABEL_CACHE_MAX:
+                    _ROW_CACHE.clear()
+                _ROW_CACHE[label_text] = (key, tuple(row))
         else:
             for field_at in range(3, 8):  # uuid .. pod
                 if not row[field_at]:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import FloatField, Func, Q
 from django.utils import timezone
 
 from efficiency.choices import JobState, MappingKind, SourceKind
@@ -144,12 +144,8 @@ def _readings_ingest(
     """``gpu_readings_ingest`` with the cyclic collector paused."""
     result = IngestResult()
     nodes: dict[str, tuple[int, int]] = {}  # hostname → (node id, GPU count)
-    seen_at: dict[int, datetime | None] = {}  # node id → its last_seen_at, as read here
-    for pk, hostname, gpus, last_seen_at in cluster.nodes.values_list(
-        "pk", "hostname", "gpu_count", "last_seen_at"
-    ):
-        nodes[hostname] = (pk, gpus)
-        seen_at[pk] = last_seen_at
+    seen_s: dict[int, float | None] = {}  # node id → its last_seen_at in seconds, as read here
+    _nodes_read(cluster.nodes.all(), nodes, seen_s)
     oldest = now - timedelta(days=settings.PORTAL_RAW_RETENTION_DAYS)
     newest = now + MAX_FUTURE_SKEW
     oldest_ms, newest_ms = oldest.timestamp() * 1000, newest.timestamp() * 1000
@@ -227,11 +223,9 @@ def _readings_ingest(
         )
         result.discovered = discovery.created
         refused = {item.excerpt: item.reason for item in discovery.rejected}
-        for pk, hostname, gpus, last_seen_at in cluster.nodes.filter(
-            hostname__in={reading.hostname for reading in unknown}
-        ).values_list("pk", "hostname", "gpu_count", "last_seen_at"):
-            nodes[hostname] = (pk, gpus)
-            seen_at[pk] = last_seen_at
+        _nodes_read(
+            cluster.nodes.filter(hostname__in={reading.hostname for reading in unknown}), nodes, seen_s
+        )
         not_taken: dict[str, int] = defaultdict(int)
         for reading in take(unknown):
             not_taken[reading.hostname] += 1
@@ -249,26 +243,58 @@ def _readings_ingest(
     hours = {_hour(datetime.fromtimestamp(ts_ms / 1000, tz=UTC)) for ts_ms in instants}
     if hours:
         dirty_hours_mark(cluster=cluster, hours=hours, now=now)
-    if moved := _seen_moved(last_seen_ms, seen_at):
+    if moved := _seen_moved(last_seen_ms, seen_s):
         nodes_seen_mark(node_last_seen=moved)
     return result
 
 
-def _seen_moved(last_seen_ms: dict[int, int], seen_at: dict[int, datetime | None]) -> dict[int, datetime]:
+class EpochSeconds(Func):
+    """A datetime column as seconds since the epoch (a float), computed by the database.
+
+    Loading a timezone-aware datetime per row was a tenth of a scrape's ingest at 1,250 nodes.
+    On SQLite the value goes through julianday(), exact to well under a millisecond.
+    """
+
+    output_field = FloatField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return self.as_sql(
+            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra_context
+        )
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(
+            compiler,
+            connection,
+            template="(julianday(%(expressions)s) - 2440587.5) * 86400.0",
+            **extra_context,
+        )
+
+
+def _nodes_read(queryset, nodes: dict[str, tuple[int, int]], seen_s: dict[int, float | None]) -> None:
+    """Add the queryset's nodes to ``nodes`` (hostname → id, GPU count) and ``seen_s``."""
+    for pk, hostname, gpus, last_seen_s in queryset.values_list(
+        "pk", "hostname", "gpu_count", EpochSeconds("last_seen_at")
+    ):
+        nodes[hostname] = (pk, gpus)
+        seen_s[pk] = last_seen_s
+
+
+def _seen_moved(last_seen_ms: dict[int, int], seen_s: dict[int, float | None]) -> dict[int, datetime]:
     """The nodes whose ``last_seen_at`` ``nodes_seen_mark`` would move, and where to.
 
     It moves only those seen more than ``LAST_SEEN_RESOLUTION`` after their stored value (read
-    with the nodes): asking it about the others was an UPDATE of a thousand keys that changed
-    nothing, four scrapes in five.
+    with the nodes, in seconds): asking it about the others was an UPDATE of a thousand keys that
+    changed nothing, four scrapes in five.
     """
-    moments: dict[int, tuple[datetime, datetime]] = {}  # a scrape has one instant for all its nodes
+    resolution_s = LAST_SEEN_RESOLUTION.total_seconds()
+    moments: dict[int, tuple[datetime, float]] = {}  # a scrape has one instant for all its nodes
     moved = {}
     for node_id, ts_ms in last_seen_ms.items():
         if ts_ms not in moments:
-            moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-            moments[ts_ms] = (moment, moment - LAST_SEEN_RESOLUTION)
+            moments[ts_ms] = (datetime.fromtimestamp(ts_ms / 1000, tz=UTC), ts_ms / 1000 - resolution_s)
         moment, unless_after = moments[ts_ms]
-        stored = seen_at[node_id]
+        stored = seen_s[node_id]
         if stored is None or stored < unless_after:
             moved[node_id] = moment
     return moved

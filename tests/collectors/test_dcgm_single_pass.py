@@ -35,10 +35,10 @@ VALUES = st.one_of(
 )
 
 
-def _slow(text: str, default_hostname: str):
+def _slow(text: str, default_hostname: str, scrape_time_ms: int = SCRAPE_MS):
     parsed = parse_exposition(text)
     outcome = gpu_readings_from_samples(
-        parsed.records, scrape_time_ms=SCRAPE_MS, default_hostname=default_hostname
+        parsed.records, scrape_time_ms=scrape_time_ms, default_hostname=default_hostname
     )
     return outcome.records, [*parsed.rejected, *outcome.rejected]
 
@@ -246,21 +246,45 @@ def test_a_line_past_the_length_limit_is_rejected_as_before():
 
 
 def test_the_label_cache_across_pages_changes_no_reading(monkeypatch):
-    # Parsed label texts are kept across pages (and emptied when full): a page read with a warm,
-    # a cold and an overflowing cache gives the same readings as the general path.
+    # Parsed label texts and the rows they make are kept across pages (and emptied when full): a
+    # page read with warm, cold and overflowing caches gives the same readings as the general path.
     from efficiency.collectors import dcgm
 
     text = "\n".join(_exporter_page()) + "\n"
     expected = _slow(text, "")
     warm = _single_pass(text, SCRAPE_MS, "")
     dcgm._LABEL_CACHE.clear()
+    dcgm._ROW_CACHE.clear()
     cold = _single_pass(text, SCRAPE_MS, "")
+    assert dcgm._ROW_CACHE  # the page's GPUs are known for the next page
+    later = _single_pass(text, SCRAPE_MS + 15_000, "")
     dcgm._LABEL_CACHE.clear()
+    dcgm._ROW_CACHE.clear()
     monkeypatch.setattr(dcgm, "_LABEL_CACHE_MAX", 5)
     overflowing = _single_pass(text, SCRAPE_MS, "")
     assert len(dcgm._LABEL_CACHE) <= 5
+    assert len(dcgm._ROW_CACHE) <= 5
     for outcome in (warm, cold, overflowing):
         assert (outcome.records, outcome.rejected) == expected
+    # The next scrape's rows are made from the cached ones: same GPUs, its own instant, and no row
+    # shared with the page before.
+    assert (later.records, later.rejected) == _slow(text, "", SCRAPE_MS + 15_000)
+    assert not {id(reading) for reading in later.records} & {id(reading) for reading in cold.records}
+
+
+def test_a_known_gpu_listed_under_a_second_pod_on_a_later_page_reads_as_the_general_path():
+    # The first page lists each GPU once; the next lists GPU 0 also under a second pod's text,
+    # first in the family: the rows cannot all be made from the cache at once (two texts, one GPU).
+    lines = _exporter_page()
+    text = "\n".join(lines) + "\n"
+    _single_pass(text, SCRAPE_MS, "")
+    second_pod = next(line for line in lines if line.startswith("DCGM_FI_DEV_GPU_UTIL{"))
+    second_pod = second_pod.replace('pod=""', 'pod="train-2"').replace('namespace=""', 'namespace="ml"')
+    at = lines.index(next(line for line in lines if line.startswith("DCGM_FI_DEV_GPU_UTIL{")))
+    changed = "\n".join([*lines[:at], second_pod, *lines[at:]]) + "\n"
+    for _ in range(2):  # the second time, every text of the page is known from the first
+        outcome = gpu_readings_from_exposition(changed, scrape_time_ms=SCRAPE_MS)
+        assert (outcome.records, outcome.rejected) == _slow(changed, "")
 
 
 # --- exporter-shaped pages, family by family -----------------------------------------------------
