@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import F, FloatField, Func, Sum
+from django.db.models import F, Sum
 
 from efficiency.analysis.queue import (
     PendingJob,
@@ -29,6 +29,7 @@ from efficiency.analysis.quotas import Key, resolve_gpu_model
 from efficiency.analysis.stats import percentile
 from efficiency.choices import JobState, NodeState
 from efficiency.models import Cluster, Department, Job, Node, Quota
+from efficiency.models.functions import EpochSeconds
 from efficiency.models.jobs import MILLI_PER_GPU, not_ended
 from efficiency.scoping import User, scope_queryset
 from efficiency.selectors.quotas import cluster_capacity, owned_gpus, quota_cycle_in_force
@@ -205,8 +206,7 @@ def started_wait_stats(
     if connection.vendor == "postgresql":
         # The waits as one float a row, worked out by the database: reading two datetimes a row
         # was most of the department page's Python time over 90 days (thousands of jobs).
-        # EXTRACT is exact (numeric) and rounds to the same double as ``total_seconds()``.
-        rows = jobs.annotate(wait_s=_EpochSeconds(F("started_at") - F("submitted_at")))
+        rows = jobs.annotate(wait_s=EpochSeconds(F("started_at") - F("submitted_at")))
         waits = [max(0.0, wait) for wait in rows.values_list("wait_s", flat=True).order_by()]
     else:
         waits = [
@@ -214,10 +214,3 @@ def started_wait_stats(
             for submitted, started in jobs.values_list("submitted_at", "started_at").order_by()
         ]
     return WaitStats(len(waits), percentile(waits, 50), percentile(waits, 95))
-
-
-class _EpochSeconds(Func):
-    """A PostgreSQL interval in seconds, as a double."""
-
-    template = "CAST(EXTRACT(EPOCH FROM %(expressions)s) AS double precision)"
-    output_field = FloatField()

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import FloatField, Func, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from efficiency.choices import JobState, MappingKind, SourceKind
@@ -40,6 +40,7 @@ from efficiency.models import (
     PrunedLogSpan,
     RollupDirtyHour,
 )
+from efficiency.models.functions import EpochSeconds
 from efficiency.models.jobs import MILLI_PER_GPU
 from efficiency.redaction import config_redact
 from efficiency.services.discovery import LAST_SEEN_RESOLUTION, nodes_discover, nodes_seen_mark
@@ -246,29 +247,6 @@ def _readings_ingest(
     if moved := _seen_moved(last_seen_ms, seen_s):
         nodes_seen_mark(node_last_seen=moved)
     return result
-
-
-class EpochSeconds(Func):
-    """A datetime column as seconds since the epoch (a float), computed by the database.
-
-    Loading a timezone-aware datetime per row was a tenth of a scrape's ingest at 1,250 nodes.
-    On SQLite the value goes through julianday(), exact to well under a millisecond.
-    """
-
-    output_field = FloatField()
-
-    def as_postgresql(self, compiler, connection, **extra_context):
-        return self.as_sql(
-            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra_context
-        )
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        return self.as_sql(
-            compiler,
-            connection,
-            template="(julianday(%(expressions)s) - 2440587.5) * 86400.0",
-            **extra_context,
-        )
 
 
 def _nodes_read(queryset, nodes: dict[str, tuple[int, int]], seen_s: dict[int, float | None]) -> None:
