@@ -114,8 +114,18 @@ class RunRecorder:
             )
 
 
-# A source counts as due this long before its interval has passed (beat's pass runs every 15 s).
-DUE_SLACK = timedelta(seconds=5)
+def due_slack() -> timedelta:
+    """How long before its interval has passed a source counts as due: half the period of
+    beat's collection pass (``PORTAL_COLLECTION_PASS_S``).
+
+    A pass can only start runs when it comes round, and a run claims its source when a worker
+    takes it from the queue, some seconds after the pass. With a fixed 5 s, a source whose last
+    run was claimed more than 5 s after its pass (one worker working through ten sources' runs)
+    was not due at the next pass and waited for the one after: every 15 s interval became 30 s
+    for one run in ten in the live fleet run. Half a pass tolerates any queue delay below it and
+    still never runs a source twice within one pass, nor a 60 s source at 45 s.
+    """
+    return timedelta(seconds=settings.PORTAL_COLLECTION_PASS_S / 2)
 
 
 def source_claim(*, source_id: int, now: datetime, due_only: bool = False) -> DataSource | None:
@@ -140,7 +150,7 @@ def source_claim(*, source_id: int, now: datetime, due_only: bool = False) -> Da
     if due_only:
         interval_s = DataSource.objects.filter(pk=source_id).values_list("interval_s", flat=True).first() or 0
         free &= Q(last_attempt_at__isnull=True) | Q(
-            last_attempt_at__lte=now - timedelta(seconds=interval_s) + DUE_SLACK
+            last_attempt_at__lte=now - timedelta(seconds=interval_s) + due_slack()
         )
     claimed = DataSource.objects.filter(free, pk=source_id, enabled=True).update(
         running_since=now, last_attempt_at=now
@@ -875,11 +885,12 @@ COLLECTED_KINDS = frozenset(_COLLECTORS)
 def sources_due(*, now: datetime | None = None) -> list[int]:
     """Enabled, periodically collected sources whose interval has passed since the last attempt."""
     now = now or timezone.now()
+    slack = due_slack()
     due = []
     for pk, interval_s, last in DataSource.objects.filter(
         enabled=True, kind__in=list(_COLLECTORS)
     ).values_list("pk", "interval_s", "last_attempt_at"):
-        if last is None or now - last >= timedelta(seconds=interval_s) - DUE_SLACK:
+        if last is None or now - last >= timedelta(seconds=interval_s) - slack:
             due.append(pk)
     return due
 

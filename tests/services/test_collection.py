@@ -161,6 +161,27 @@ def test_sources_due_respects_each_interval(cluster):
     assert fresh.pk not in sources_due(now=NOW + timedelta(minutes=2))
 
 
+def test_a_run_claimed_late_in_its_pass_is_due_again_at_the_next_pass(cluster):
+    # Beat's pass comes every 15 s; a 15 s source whose run a busy worker claimed 7 s after the
+    # pass that queued it is due at the next pass (8 s later), not one pass after that. A 60 s
+    # source is not due after three passes (45 s), and a duplicate of the message inside the
+    # pass finds the source taken already.
+    every_15 = DataSource.objects.create(
+        cluster=cluster,
+        kind=SourceKind.SLURM,
+        name="a",
+        interval_s=15,
+        last_attempt_at=NOW + timedelta(seconds=7),
+    )
+    every_60 = DataSource.objects.create(
+        cluster=cluster, kind=SourceKind.SLURM, name="b", interval_s=60, last_attempt_at=NOW
+    )
+    assert sources_due(now=NOW + timedelta(seconds=15)) == [every_15.pk]
+    assert every_60.pk not in sources_due(now=NOW + timedelta(seconds=45))
+    assert every_60.pk in sources_due(now=NOW + timedelta(seconds=60))
+    assert every_15.pk not in sources_due(now=NOW + timedelta(seconds=10))
+
+
 def test_slurm_sacct_file_is_ingested_and_re_reading_it_changes_nothing(cluster):
     DepartmentMappingFactory(
         kind=MappingKind.SLURM_ACCOUNT, value="vision", department=DepartmentFactory(code="vision")
