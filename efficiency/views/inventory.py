@@ -10,9 +10,9 @@ from efficiency.selectors.inventory import (
     NODE_SORTS,
     department_get,
     department_list,
+    department_nodes,
     node_class_outlook,
     node_get,
-    node_list,
     node_usage_list,
 )
 from efficiency.selectors.jobs import job_list
@@ -66,7 +66,7 @@ def department_detail_view(request: HttpRequest, code: str) -> HttpResponse:
         user=request.user, now=timezone.now(), department=department, limit=QUEUE_SHOWN
     )
     context["waits"] = started_wait_stats(user=request.user, time_range=time_range, department=department)
-    context["nodes"] = node_list(user=request.user).filter(owner_department=department)
+    context["nodes"] = department_nodes(user=request.user, department=department)
     context["fix_count"], context["fix_gain"] = what_to_fix_summary(
         user=request.user, department_ids=[department.pk]
     )[department.pk]
@@ -147,7 +147,7 @@ def node_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _department_part(request: HttpRequest, code: str, template: str, build) -> HttpResponse:
-    department = get_or_404(department_get, user=request.user, code=code)
+    department = get_or_404(department_get, user=request.user, code=code, counts=False)
     form, time_range = time_range_from_request(request.GET)
     if time_range is None:
         return render(request, "partials/range_errors.html", {"range_form": form}, status=400)

@@ -234,7 +234,9 @@ def _department_usage_context(user, department, time_range: TimeRange) -> dict:
     points = usage.department_usage_series(user=user, department=department, time_range=time_range)
     hours = time_range.bucket_seconds / 3600
     times = local_times(p.time for p in points)
-    unplaced = usage.unplaced_allocation(user=user, time_range=time_range).get(department.pk, 0.0)
+    unplaced = usage.unplaced_allocation(user=user, time_range=time_range, department=department).get(
+        department.pk, 0.0
+    )
     return {
         **usage_cards_context(totals, previous),
         "unplaced_gpu_hours": unplaced / 3600,  # of the allocated: jobs without node placement

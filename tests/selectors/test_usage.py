@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from efficiency.choices import JobSource, JobState, MappingKind
 from efficiency.collectors.records import GpuReading, JobRecord
@@ -245,3 +247,45 @@ def test_a_gpus_activity_weighs_each_sample_by_the_time_it_stands_for(db):
     )
     assert gpu.utilization_pct == 45.0
     assert gpu.samples == 3
+
+
+_GPU_SECONDS = st.one_of(
+    st.just(0.0),
+    st.floats(min_value=0.0, max_value=86_400.0 * 8, allow_nan=False),
+    st.integers(min_value=0, max_value=28_800).map(float),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=st.lists(st.tuples(_GPU_SECONDS, _GPU_SECONDS), min_size=1, max_size=8))
+def test_heatmap_cells_worked_out_in_the_database_equal_the_python_rule(db, org_committee, cells):
+    # The busy share of each cell is divided and capped by the database; rounded in Python. For
+    # any sampled and busy GPU-seconds (none sampled, busier than sampled, fractions) the cells are
+    # what round(min(busy / sampled, 1) * 100, 1) gives, None where nothing was sampled, on hourly
+    # maps (NodeHour) and daily ones (NodeDay) alike.
+    from efficiency.models import NodeDay, NodeHour
+    from efficiency.times import portal_day_zone
+    from tests.factories import NodeDayFactory, NodeHourFactory
+
+    NodeHour.objects.all().delete()
+    NodeDay.objects.all().delete()
+    department = DepartmentFactory(code="cells")
+    node = NodeFactory(hostname="cell-node", owner_department=department)
+    expected = [None if sampled <= 0 else round(min(busy / sampled, 1.0) * 100, 1) for sampled, busy in cells]
+
+    for hour, (sampled, busy) in enumerate(cells):
+        NodeHourFactory(node=node, hour=T0 + timedelta(hours=hour), sampled_gpu_s=sampled, busy_gpu_s=busy)
+    hours = TimeRange("custom", T0, T0 + timedelta(hours=len(cells)))
+    hourly = usage.department_heatmap(user=org_committee, department=department, time_range=hours)
+    assert hourly.block_hours == 1
+    assert hourly.values_pct == [expected]
+
+    zone = portal_day_zone()
+    first = T0.astimezone(zone).date() + timedelta(days=1)
+    for offset, (sampled, busy) in enumerate(cells):
+        NodeDayFactory(node=node, day=first + timedelta(days=offset), day_zone=zone.key,
+                       sampled_gpu_s=sampled, busy_gpu_s=busy)  # fmt: skip
+    start = datetime.combine(first, datetime.min.time(), tzinfo=zone)
+    days_range = TimeRange("custom", start, start + timedelta(days=14))  # over a week: by day
+    daily = usage.department_heatmap(user=org_committee, department=department, time_range=days_range)
+    assert daily.values_pct[0][: len(cells)] == expected
