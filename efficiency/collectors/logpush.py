@@ -71,11 +71,19 @@ class PushRefused(Exception):
         self.reason = reason
 
 
+# A refused body is read on (and thrown away) up to this many times the limit before the answer:
+# a server that answers and closes while the client is still sending makes the client's next
+# write or read fail with "connection reset", and the shipper never sees the 413 and its reason.
+# Beyond it (a client streaming without end) the connection is closed unread.
+DRAIN_FACTOR = 8
+
+
 def push_body_read(stream: BinaryIO, *, max_bytes: int) -> bytes:
     """Read a request body of unknown length (chunked transfer encoding) up to ``max_bytes``.
 
     Reads in blocks and stops one byte past the limit, so a client streaming gigabytes costs
-    ``max_bytes`` of memory, then ``PushRefused(413)``.
+    ``max_bytes`` of memory, then ``PushRefused(413)`` once the rest is drained
+    (``push_body_drain``).
     """
     parts: list[bytes] = []
     size = 0
@@ -86,9 +94,22 @@ def push_body_read(stream: BinaryIO, *, max_bytes: int) -> bytes:
         parts.append(block)
         size += len(block)
         if size > max_bytes:
+            parts.clear()
+            push_body_drain(stream, max_bytes=max_bytes)
             raise PushRefused(
                 413, f"body larger than {max_bytes} bytes: nothing stored; send smaller batches"
             )
+
+
+def push_body_drain(stream: BinaryIO, *, max_bytes: int) -> None:
+    """Read what is left of a refused body and drop it, up to ``DRAIN_FACTOR`` × ``max_bytes``,
+    one block at a time (no more memory than a block)."""
+    left = DRAIN_FACTOR * max_bytes
+    while left > 0:
+        block = stream.read(min(READ_BLOCK, left))
+        if not block:
+            return
+        left -= len(block)
 
 
 def push_body_decode(

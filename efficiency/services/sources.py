@@ -911,11 +911,18 @@ def log_push_receive(
     whole raises ``PushRefused`` (its HTTP status and reason) after recording a failed run, so
     the Data sources page shows it too; nothing of it is stored.
     """
-    from efficiency.collectors.logpush import PushRefused, parse_ndjson_push, push_body_decode, push_body_read
+    from efficiency.collectors.logpush import (
+        PushRefused,
+        parse_ndjson_push,
+        push_body_decode,
+        push_body_drain,
+        push_body_read,
+    )
 
     now = now or timezone.now()
     with source_run_record(source, now=now) as recorder:
         if content_length is not None and content_length > max_bytes:
+            push_body_drain(body, max_bytes=max_bytes)  # so that the client reads the answer
             raise PushRefused(
                 413,
                 f"body of {content_length} bytes, at most {max_bytes}: nothing stored; send smaller batches",

@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from efficiency.collectors.logpush import PushRefused, parse_ndjson_push, push_body_decode, push_body_read
+from efficiency.collectors.logpush import (
+    DRAIN_FACTOR,
+    PushRefused,
+    parse_ndjson_push,
+    push_body_decode,
+    push_body_read,
+)
 
 MiB = 1024 * 1024
 
@@ -233,7 +239,9 @@ def test_a_body_of_unknown_length_is_read_to_its_end():
     assert push_body_read(io.BytesIO(body), max_bytes=len(body)) == body
 
 
-def test_a_body_of_unknown_length_past_the_limit_is_413_after_reading_one_byte_more():
+def test_a_body_of_unknown_length_past_the_limit_is_413_and_read_no_further_than_its_drain():
+    # A body over the limit is refused; what follows is read and dropped up to DRAIN_FACTOR times
+    # the limit (so the client gets to read the 413), and not a byte further.
     stream = io.BytesIO(b"x" * 10_000_000)
 
     with pytest.raises(PushRefused) as refused:
@@ -241,7 +249,18 @@ def test_a_body_of_unknown_length_past_the_limit_is_413_after_reading_one_byte_m
 
     assert refused.value.status == 413
     assert "larger than 1000 bytes" in refused.value.reason
-    assert stream.tell() == 1001
+    assert stream.tell() == 1001 + DRAIN_FACTOR * 1000
+
+
+def test_a_body_a_little_over_the_limit_is_read_to_its_end_before_the_413():
+    # The rest of a refused body within the drain is read: the server answers only once the
+    # client has sent everything, so the client reads the answer instead of a reset connection.
+    stream = io.BytesIO(b"x" * 3500)
+
+    with pytest.raises(PushRefused):
+        push_body_read(stream, max_bytes=1000)
+
+    assert stream.tell() == 3500
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "GZIP", "gzip, identity"])
