@@ -13,21 +13,7 @@ import simple_history.models
 from django.conf import settings
 from django.db import migrations, models
 
-
-def grant(apps, schema_editor):
-    from django.contrib.auth.management import create_permissions
-
-    from efficiency.permissions import role_permissions_grant
-
-    # Permissions of new models are created after the last migration (post_migrate): create
-    # them now so that they can be granted here.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    role_permissions_grant(
-        group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission")
-    )
+from efficiency.permissions import role_permissions_grant_migration
 
 
 def tokens_hash(apps, schema_editor):
@@ -823,6 +809,6 @@ class Migration(migrations.Migration):
             },
             bases=(simple_history.models.HistoricalChanges, models.Model),
         ),
-        migrations.RunPython(grant, migrations.RunPython.noop),
+        migrations.RunPython(role_permissions_grant_migration, migrations.RunPython.noop),
         migrations.RunPython(tokens_hash, migrations.RunPython.noop),
     ]

@@ -4,20 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-
-def grant(apps, schema_editor):
-    """The platform_admin group reads recommendations, their decisions and job log facts."""
-    from django.contrib.auth.management import create_permissions
-
-    from efficiency.permissions import role_permissions_grant
-
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    role_permissions_grant(
-        group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission")
-    )
+from efficiency.permissions import role_permissions_grant_migration
 
 
 class Migration(migrations.Migration):
@@ -266,5 +253,6 @@ class Migration(migrations.Migration):
                 fields=("rule", "subject_kind", "subject_key"), name="recommendation_unique_subject"
             ),
         ),
-        migrations.RunPython(grant, migrations.RunPython.noop),
+        # The platform_admin group reads recommendations, their decisions and job log facts.
+        migrations.RunPython(role_permissions_grant_migration, migrations.RunPython.noop),
     ]

@@ -5,21 +5,7 @@ from django.conf import settings
 from django.db import migrations, models
 
 import efficiency.models.notifications
-
-
-def grant(apps, schema_editor):
-    """The platform_admin group configures notification channels and reads deliveries in the admin."""
-    from django.contrib.auth.management import create_permissions
-
-    from efficiency.permissions import role_permissions_grant
-
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    role_permissions_grant(
-        group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission")
-    )
+from efficiency.permissions import role_permissions_grant_migration
 
 
 class Migration(migrations.Migration):
@@ -264,5 +250,6 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        migrations.RunPython(grant, migrations.RunPython.noop),
+        # The platform_admin group configures notification channels and reads deliveries in the admin.
+        migrations.RunPython(role_permissions_grant_migration, migrations.RunPython.noop),
     ]

@@ -4,20 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-
-def grant(apps, schema_editor):
-    """The platform_admin group reads the committee's records in the admin."""
-    from django.contrib.auth.management import create_permissions
-
-    from efficiency.permissions import role_permissions_grant
-
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    role_permissions_grant(
-        group_model=apps.get_model("auth", "Group"), permission_model=apps.get_model("auth", "Permission")
-    )
+from efficiency.permissions import role_permissions_grant_migration
 
 
 class Migration(migrations.Migration):
@@ -474,5 +461,6 @@ class Migration(migrations.Migration):
                 fields=("cluster", "period_start", "version"), name="reviewpack_unique_version"
             ),
         ),
-        migrations.RunPython(grant, migrations.RunPython.noop),
+        # The platform_admin group reads the committee's records in the admin.
+        migrations.RunPython(role_permissions_grant_migration, migrations.RunPython.noop),
     ]
