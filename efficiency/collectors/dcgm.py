@@ -352,10 +352,16 @@ def _labels_cached(label_text: str) -> _LabelText | None:
         pass
     labels = None if len(label_text) > _MAX_LABEL_TEXT_CHARS else _parse_labels_fast(label_text)
     parsed = None if labels is None else (labels, _gpu_labels(labels))
-    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
-        _LABEL_CACHE.clear()
-    _LABEL_CACHE[label_text] = parsed
+    _cache_put(_LABEL_CACHE, label_text, parsed)
     return parsed
+
+
+def _cache_put(cache: dict, label_text: str, value) -> None:
+    """Keep ``value`` for ``label_text`` in one of the caches across pages, emptied first when it
+    holds ``_LABEL_CACHE_MAX`` texts."""
+    if len(cache) >= _LABEL_CACHE_MAX:
+        cache.clear()
+    cache[label_text] = value
 
 
 def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> ParseOutcome[GpuReading] | None:
@@ -447,8 +453,12 @@ class _PageReader:
             rows = self.run_rows
         else:
             rows = list(map(self.row_of.get, texts))
-            if None in rows and not (not self.row_of and (rows := self._rows_new(texts))):
-                return self._lines_take(kind, texts, values)
+            if None in rows:
+                # GPUs new on the page: all at once from earlier pages when the page has no rows
+                # yet, else (or when that cannot be done) line by line.
+                rows = None if self.row_of else self._rows_new(texts)
+                if rows is None:
+                    return self._lines_take(kind, texts, values)
         # The line-by-line checks, over the run: NaN fails every comparison, min() and max() may
         # pass over it, so it is looked for first.
         if any(map(math.isnan, values)) or min(values) < 0.0 or max(values) >= DCGM_INT32_BLANK:
@@ -543,9 +553,7 @@ class _PageReader:
         if row is None:
             row = self.rows[key] = [hostname, gpu.gpu_index, self.scrape_time_ms, *gpu[2:], *_ROW_EMPTY]
             if gpu.hostname:
-                if len(_ROW_CACHE) >= _LABEL_CACHE_MAX:
-                    _ROW_CACHE.clear()
-                _ROW_CACHE[label_text] = (key, tuple(row))
+                _cache_put(_ROW_CACHE, label_text, (key, tuple(row)))
         else:
             for field_at in range(3, 8):  # uuid .. pod
                 if not row[field_at]:
