@@ -180,6 +180,20 @@ def node_state_label(state: str):
     return _choice_label(NodeState, state)
 
 
+def _detail_prefix(url_name: str) -> str:
+    """The path of a detail page up to its id (``/nodes/``), reversed once a table: each row
+    appends ``<pk>/``."""
+    return reverse(url_name, args=[0]).removesuffix("0/")
+
+
+def _table_rows(rows: list[str], *, columns: int, empty: str) -> str:
+    """Rows written by the tags below, or the one row saying the table is empty, as safe markup:
+    each tag escapes every value it puts in its rows."""
+    if not rows:
+        rows = [f'<tr><td colspan="{columns}">{escape(empty)}</td></tr>']
+    return mark_safe("\n".join(rows))  # noqa: S308 -- every value in the rows is escaped
+
+
 @register.simple_tag
 def node_rows(nodes) -> str:
     """The node table's rows (``partials/node_table.html``), written in one Python loop.
@@ -190,7 +204,7 @@ def node_rows(nodes) -> str:
     """
     yes, no = _("yes,no").split(",")[:2]
     unowned = _("Unowned")
-    prefix = reverse("efficiency:node-detail", args=[0]).removesuffix("0/")
+    prefix = _detail_prefix("efficiency:node-detail")
     rows = []
     for node in nodes:
         owner = node.owner_department.name if node.owner_department_id else ""
@@ -207,16 +221,14 @@ def node_rows(nodes) -> str:
             f"<td>{escape(owner or unowned)}</td>"
             "</tr>"
         )
-    if not rows:
-        rows.append(f'<tr><td colspan="8">{escape(_("No nodes to show."))}</td></tr>')
-    return mark_safe("\n".join(rows))  # noqa: S308 -- every value above is escaped
+    return _table_rows(rows, columns=8, empty=_("No nodes to show."))
 
 
 @register.simple_tag
 def idle_rows(idle_allocations) -> str:
     """The department jobs part's idle-allocation rows, written in one Python loop (the markup of
     the template loop they replaced: ``tests/views/test_node_rows.py``)."""
-    prefix = reverse("efficiency:job-detail", args=[0]).removesuffix("0/")
+    prefix = _detail_prefix("efficiency:job-detail")
     rows = [
         "<tr>"
         f'<td><a href="{prefix}{idle.job.pk}/">{escape(idle.job.external_id)}</a></td>'
@@ -226,16 +238,14 @@ def idle_rows(idle_allocations) -> str:
         "</tr>"
         for idle in idle_allocations
     ]
-    if not rows:
-        rows.append(f'<tr><td colspan="7">{escape(_("No idle allocations in this range."))}</td></tr>')
-    return mark_safe("\n".join(rows))  # noqa: S308 -- every value above is escaped
+    return _table_rows(rows, columns=7, empty=_("No idle allocations in this range."))
 
 
 @register.simple_tag
 def job_usage_rows(jobs_usage) -> str:
     """The department jobs part's rows of jobs by GPU-hours, written in one Python loop (the
     markup of the template loop they replaced: ``tests/views/test_node_rows.py``)."""
-    prefix = reverse("efficiency:job-detail", args=[0]).removesuffix("0/")
+    prefix = _detail_prefix("efficiency:job-detail")
     unknown = f'<small class="muted placement-unknown">{escape(_("placement unknown"))}</small>'
     rows = []
     for row in jobs_usage:
@@ -251,9 +261,7 @@ def job_usage_rows(jobs_usage) -> str:
             f'<td class="num">{escape(pct(row.efficiency)) if row.placed else unknown}</td>'
             "</tr>"
         )
-    if not rows:
-        rows.append(f'<tr><td colspan="7">{escape(_("No jobs held GPUs in this range."))}</td></tr>')
-    return mark_safe("\n".join(rows))  # noqa: S308 -- every value above is escaped
+    return _table_rows(rows, columns=7, empty=_("No jobs held GPUs in this range."))
 
 
 @register.filter
