@@ -12,9 +12,11 @@ we map; samples of other metrics are ignored without being looked at.
 
 import math
 import re
+import threading
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from itertools import groupby, starmap
+from itertools import groupby, repeat, starmap
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -283,7 +285,7 @@ def _render(sample: Sample) -> str:
 
 
 def gpu_readings_from_exposition(
-    text: str, *, scrape_time_ms: int, default_hostname: str = ""
+    text: str, *, scrape_time_ms: int, default_hostname: str = "", origin: str = ""
 ) -> ParseOutcome[GpuReading]:
     """``parse_exposition`` then ``gpu_readings_from_samples``, in one pass where that is safe.
 
@@ -293,9 +295,13 @@ def gpu_readings_from_exposition(
     line that would be rejected) abandons the single pass and the whole text goes through the two
     general steps instead, so the result is always exactly theirs (tests/collectors prove it on
     generated pages). Rejections of both steps come back together, parse ones first.
+
+    ``origin`` names where the page came from (its URL): a page is compared with the one read
+    before from the same origin, and when only its values changed it is read from what was found
+    there (``_template_pass``). Without one, pages are told apart by their first line's name.
     """
     with gc_paused():  # the readings are acyclic
-        fast = _single_pass(text, scrape_time_ms, default_hostname)
+        fast = _template_pass(text, scrape_time_ms, default_hostname, origin)
     if fast is not None:
         return fast
     parsed = parse_exposition(text)
@@ -372,6 +378,24 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
     order, so on its page a run is a whole family and, after the first, holds only GPUs already
     seen; ``_PageReader.run_take`` checks and stores such a run with whole-run operations.
     """
+    read = _single_pass_read(text, scrape_time_ms, default_hostname)
+    if read is None:
+        return None
+    outcome: ParseOutcome[GpuReading] = ParseOutcome()
+    outcome.records = read.reader.readings()
+    return outcome
+
+
+class _SinglePassRead(NamedTuple):
+    """A page the single pass has read: its reader, and the label text and run of every line."""
+
+    reader: "_PageReader"
+    texts: list[str]  # each sample line's label text, in the page's order
+    runs: list[tuple[tuple[int, float, float], int, int]]  # (kind, first line, end) of each run
+
+
+def _single_pass_read(text: str, scrape_time_ms: int, default_hostname: str) -> _SinglePassRead | None:
+    """``_single_pass`` before its readings are made."""
     # The first line is matched on its own with a '\n' in front, the others in the page itself:
     # '\n' + page copied the whole page, some 15 MB for 10,000 GPUs.
     first_end = text.find("\n")
@@ -382,22 +406,22 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
     names = list(map(itemgetter(0), lines))
     if "" in names:
         return None  # some sample line has another shape (a timestamp, a bad value, ...)
+    texts = list(map(itemgetter(1), lines))
     reader = _PageReader(scrape_time_ms, default_hostname)
     kinds: dict[str, tuple[int, float, float]] = {}
+    runs = []
     end = 0
     for name, run in groupby(names):
         start, end = end, end + len(list(run))
         kind = kinds.get(name) or _kind_learn(name, kinds)
-        run_lines = lines[start:end]
         try:
-            values = list(map(float, map(itemgetter(2), run_lines)))
+            values = list(map(float, map(itemgetter(2), lines[start:end])))
         except ValueError:
             return None
-        if not reader.run_take(kind, list(map(itemgetter(1), run_lines)), values):
+        if not reader.run_take(kind, texts[start:end], values):
             return None
-    outcome: ParseOutcome[GpuReading] = ParseOutcome()
-    outcome.records = reader.readings()
-    return outcome
+        runs.append((kind, start, end))
+    return _SinglePassRead(reader, texts, runs)
 
 
 # Positions in a row of the single pass: GpuReading's fields, in its order.
@@ -581,3 +605,190 @@ def _kind_learn(name: str, kinds: dict[str, tuple[int, float, float]]) -> tuple[
         kind = (_IGNORED, 1.0, math.inf)
     kinds[name] = kind
     return kind
+
+
+# --- Pages like the last one -----------------------------------------------------------------------
+#
+# An exporter serves the same page scrape after scrape with new values: the same families, GPUs,
+# label texts and comments in the same order. Once the single pass has read a page, what it found
+# there is kept as a template: the page's text between its values (the pieces), and which reading
+# and field each value goes to. A later page that is the template's pieces with its own values put
+# between them (found by one pattern, put together by one join, compared as one string) is the
+# template's page with other values: its readings are the template's with those values, after the
+# checks of the values the single pass makes, so they are the single pass's readings of it
+# (tests/collectors/test_dcgm_single_pass.py). Nothing is done per line in Python but float().
+
+# A value as the single pass takes it (see _LINE_RE): at the last '}' of its line, then one space,
+# then up to the line's end. A match can only begin at a line's last '}' (the value holds no '}'
+# and ends at a line's end), so it never splits a label text, and no match can lie inside a piece:
+# a page made of the pieces and values that match is matched at the same places.
+_VALUE_SPLIT = re.compile(rf"\}} ([^ \n}}_]{{1,{_MAX_VALUE_CHARS}}})(?=\n|\Z)")
+# Templates kept, by origin (an exporter's URL) and default hostname, else by default hostname and
+# the page's text up to its first '{' (the first metric and its comments), and the lines they
+# hold together: past _TEMPLATE_LINES_MAX lines or _TEMPLATE_SLOTS_MAX pages the ones learned
+# longest ago go (a 10,000-GPU page is some 80,000 lines and 20 MB).
+_TEMPLATE_LINES_MAX = 200_000
+_TEMPLATE_SLOTS_MAX = 20_000
+_TEMPLATE_KEY_CHARS = 2_000
+# A page that missed its template _TEMPLATE_MISSES_MAX times in a row (pods coming and going
+# change it every scrape) is read without one for the next _TEMPLATE_REST pages: trying a page
+# that matches nothing, then learning it, costs half its single pass.
+_TEMPLATE_MISSES_MAX = 2
+_TEMPLATE_REST = 8
+
+
+@dataclass(slots=True)
+class _Template:
+    """What the single pass found on a page, for pages that differ from it only in values."""
+
+    # The page's text between its values (_VALUE_SPLIT), in order, each but the last with the "} "
+    # before the next value.
+    pieces: list[str]
+    runs: list[tuple[tuple[int, float, float], int, int]]  # (kind, first, end) of each metric's lines
+    where: list[list]  # hostname, gpu_index: one list each, a reading's entry in its page's order
+    what: list[list]  # uuid .. mig_instance: the same
+    columns: list[list[int]]  # per gauge, then xid_last: the line whose value each reading takes
+    xid_counts: dict[int, tuple[tuple[int, int], ...]]  # reading → (xid, line) of its first counts
+    lines: int
+
+
+@dataclass(slots=True)
+class _TemplateSlot:
+    template: _Template | None = None
+    misses: int = 0
+    resting: int = 0
+
+
+_TEMPLATES: dict[tuple[str, str, str], _TemplateSlot] = {}
+_TEMPLATES_LOCK = threading.Lock()  # the dict is shared by threads; a slot's counters may race
+_NO_LINE = -1  # a column's entry for a reading no line gives a value to
+
+
+def _template_pass(
+    text: str, scrape_time_ms: int, default_hostname: str, origin: str
+) -> ParseOutcome[GpuReading] | None:
+    """``_single_pass`` for a page like the one before from the same origin; else the single pass
+    itself (None when that is not for the page), remembering the page as the next one's template."""
+    key = (origin, default_hostname, "" if origin else text[: max(text.find("{", 0, _TEMPLATE_KEY_CHARS), 0)])
+    slot = _TEMPLATES.get(key)
+    if slot is None:
+        slot = _TemplateSlot()
+    elif slot.resting:
+        slot.resting -= 1
+        if not slot.resting:
+            slot.misses = _TEMPLATE_MISSES_MAX - 1  # one more miss, and it rests again
+        return _single_pass(text, scrape_time_ms, default_hostname)
+    template = slot.template
+    if template is not None:
+        texts = _VALUE_SPLIT.findall(text)
+        if len(texts) == template.lines and _template_page(template, texts) == text:
+            slot.misses = 0
+            records = _template_read(template, texts, scrape_time_ms)
+            if records is None:
+                return None  # some value the single pass would refuse too: the general path
+            outcome: ParseOutcome[GpuReading] = ParseOutcome()
+            outcome.records = records
+            return outcome
+        slot.misses += 1
+        if slot.misses >= _TEMPLATE_MISSES_MAX:
+            slot.misses, slot.resting = 0, _TEMPLATE_REST
+    read = _single_pass_read(text, scrape_time_ms, default_hostname)
+    if read is None:
+        return None
+    outcome = ParseOutcome()
+    outcome.records = read.reader.readings()
+    slot.template = _template_learn(_VALUE_SPLIT.split(text), read, outcome.records)
+    if slot.template is None:
+        slot.resting = _TEMPLATE_REST
+    _template_keep(key, slot)
+    return outcome
+
+
+def _template_keep(key: tuple[str, str, str], slot: _TemplateSlot) -> None:
+    """Keep ``slot`` under ``key``, the newest, dropping the oldest past _TEMPLATE_LINES_MAX lines
+    or _TEMPLATE_SLOTS_MAX pages."""
+    lines = slot.template.lines if slot.template is not None else 0
+    with _TEMPLATES_LOCK:
+        _TEMPLATES.pop(key, None)
+        if lines > _TEMPLATE_LINES_MAX:
+            return
+        held = sum(kept.template.lines for kept in _TEMPLATES.values() if kept.template is not None)
+        while _TEMPLATES and (held + lines > _TEMPLATE_LINES_MAX or len(_TEMPLATES) >= _TEMPLATE_SLOTS_MAX):
+            oldest = _TEMPLATES.pop(next(iter(_TEMPLATES)))
+            held -= oldest.template.lines if oldest.template is not None else 0
+        _TEMPLATES[key] = slot
+
+
+def _template_learn(parts: list[str], read: _SinglePassRead, records: list[GpuReading]) -> _Template | None:
+    """The template of a page the single pass has read (``read``, into ``records``); None when its
+    pieces do not fit its lines."""
+    lines = len(parts) // 2
+    if lines != len(read.texts):
+        return None  # a value split off inside a comment: the lines cannot be told by the pieces
+    reader = read.reader
+    row_at = {id(row): at for at, row in enumerate(reader.rows.values())}  # the order of ``records``
+    columns = [[_NO_LINE] * len(records) for _ in range(len(_GAUGES) + 1)]
+    xid_counts: dict[int, dict[int, int]] = defaultdict(dict)
+    for (slot, _, _), start, end in read.runs:
+        if slot == _IGNORED:
+            continue
+        texts = read.texts[start:end]
+        rows = list(map(row_at.__getitem__, map(id, map(reader.row_of.__getitem__, texts))))
+        if slot == _XID_COUNT:
+            for row, label_text, line in zip(rows, texts, range(start, end), strict=True):
+                xid_counts[row].setdefault(int(_parse_labels_fast(label_text)["xid"]), line)
+            continue
+        column = columns[len(_GAUGES) if slot == _XID_LAST else slot]
+        for row, line in zip(rows, range(start, end), strict=True):
+            if column[row] == _NO_LINE:  # the first line of a GPU stands
+                column[row] = line
+    where = [[r.hostname for r in records], [r.gpu_index for r in records]]
+    what = [
+        [getattr(r, name) for r in records]
+        for name in ("uuid", "model", "pci_bus_id", "namespace", "pod", "mig_instance")
+    ]
+    counts = {row: tuple(sorted(by_xid.items())) for row, by_xid in xid_counts.items()}
+    pieces = [piece + "} " for piece in parts[0 : 2 * lines : 2]]
+    pieces.append(parts[-1])
+    return _Template(pieces, read.runs, where, what, columns, counts, lines)
+
+
+def _template_page(template: _Template, texts: list[str]) -> str:
+    """The text of ``template``'s page with ``texts`` for its values."""
+    page = [""] * (2 * template.lines + 1)
+    page[0::2] = template.pieces
+    page[1::2] = texts
+    return "".join(page)
+
+
+def _template_read(template: _Template, texts: list[str], scrape_time_ms: int) -> list[GpuReading] | None:
+    """The readings of a page equal to ``template``'s but for its value ``texts``; None when some
+    value would send the single pass to the general path."""
+    try:
+        values = list(map(float, texts))
+    except ValueError:
+        return None
+    stored: list = [None] * (len(values) + 1)  # each line's value as its reading keeps it; None last
+    for (slot, factor, limit), start, end in template.runs:
+        if slot == _IGNORED:
+            continue
+        run = values[start:end]
+        if any(map(math.isnan, run)) or min(run) < 0.0 or max(run) >= DCGM_INT32_BLANK:
+            return None
+        if slot == _XID_LAST:
+            if not all(map(float.is_integer, run)):
+                return None
+            stored[start:end] = map(int, run)
+        elif slot == _XID_COUNT:
+            stored[start:end] = run
+        else:
+            scaled = run if factor == 1.0 else [value * factor for value in run]
+            if max(scaled) > limit:
+                return None
+            stored[start:end] = scaled
+    columns = [list(map(stored.__getitem__, column)) for column in template.columns]
+    counts: list = [()] * len(template.where[0])
+    for row, by_xid in template.xid_counts.items():
+        counts[row] = tuple((xid, stored[line]) for xid, line in by_xid)
+    # Positional, in GpuReading's field order.
+    return list(map(GpuReading, *template.where, repeat(scrape_time_ms), *template.what, *columns, counts))

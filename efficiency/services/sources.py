@@ -605,7 +605,7 @@ def _dcgm_page_parse(url: str, hostname: str, text: str, now: datetime) -> "_Pag
 
     try:
         parsed = gpu_readings_from_exposition(
-            text, scrape_time_ms=int(now.timestamp() * 1000), default_hostname=hostname
+            text, scrape_time_ms=int(now.timestamp() * 1000), default_hostname=hostname, origin=url
         )
     except Exception as error:  # one target's bad page must not stop the others
         logger.exception("dcgm target %s could not be parsed", url)

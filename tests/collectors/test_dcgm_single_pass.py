@@ -3,9 +3,11 @@
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from efficiency.collectors import dcgm
 from efficiency.collectors.dcgm import _single_pass, gpu_readings_from_exposition, gpu_readings_from_samples
 from efficiency.collectors.exposition import parse_exposition
 from efficiency.simulator.model import ClusterSimulator
@@ -350,3 +352,185 @@ def test_clean_exporter_families_take_the_single_pass(text):
     else:
         assert fast is not None, "a clean page of families should not need the general path"
         assert fast.records == records
+
+
+# --- pages like the last one: the template --------------------------------------------------------
+#
+# After the single pass has read a page, a page that differs from it only in its values is read
+# from a template of the first (collectors.dcgm._template_pass). Each test reads a first page, then
+# a second one, and holds the second to the general path's readings and rejections.
+
+
+@pytest.fixture(autouse=True)
+def _no_templates():
+    dcgm._TEMPLATES.clear()
+    yield
+    dcgm._TEMPLATES.clear()
+
+
+def _read(text: str, default_hostname: str = "", scrape_time_ms: int = SCRAPE_MS, origin: str = ""):
+    outcome = gpu_readings_from_exposition(
+        text, scrape_time_ms=scrape_time_ms, default_hostname=default_hostname, origin=origin
+    )
+    return outcome.records, outcome.rejected
+
+
+def _single_pass_refused(monkeypatch):
+    """From here on, a page the template does not read fails the test."""
+
+    def refused(*args):
+        raise AssertionError("the single pass ran for a page like the last one")
+
+    monkeypatch.setattr(dcgm, "_single_pass_read", refused)
+
+
+@st.composite
+def page_pairs(draw):
+    """Two pages with the same lines but for their values: the first clean (it teaches the
+    template), the second with odd values here and there (a value the single pass refuses, a DCGM
+    blank, NaN, a percentage above 100, an Xid code that is not an integer)."""
+    structure = draw(family_pages(odd_values=False))
+    lines = structure.split("\n")
+    second = []
+    odd = draw(st.integers(0, 3))
+    for line in lines:
+        if not line or line.startswith("#"):
+            second.append(line)
+            continue
+        head = line.rsplit(" ", 1)[0]
+        metric = head.split("{", 1)[0]
+        if odd and not draw(st.integers(0, 15)):
+            value = draw(VALUES)
+        elif "XID" in metric:
+            value = draw(st.sampled_from(["0", "79", "13", "31.0"]))
+        else:
+            value = draw(_clean_value(metric))
+        second.append(f"{head} {value}")
+    return structure, "\n".join(second)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pair=page_pairs(), default_hostname=st.sampled_from(["", "node-from-target"]))
+def test_a_page_like_the_last_one_reads_as_the_general_path(pair, default_hostname):
+    dcgm._TEMPLATES.clear()
+    first, second = pair
+    assert _read(first, default_hostname) == _slow(first, default_hostname)
+    later = SCRAPE_MS + 15_000
+    assert _read(second, default_hostname, later) == _slow(second, default_hostname, later)
+
+
+def test_a_page_like_the_last_one_is_read_from_its_template_alone(monkeypatch):
+    lines = _exporter_page()
+    first = "\n".join(lines) + "\n"
+    second = first.replace("} 0\n", "} 42\n").replace("} 0.5\n", "} 0.25\n")
+    assert second != first
+    _read(first)
+    _single_pass_refused(monkeypatch)
+    records, rejected = _read(second, scrape_time_ms=SCRAPE_MS + 15_000)
+    assert (records, rejected) == _slow(second, "", SCRAPE_MS + 15_000)
+    assert records[0].util_pct == 42  # the new values, not the template's page's
+    assert records[0].sm_active_pct == 25
+    assert {record.timestamp_ms for record in records} == {SCRAPE_MS + 15_000}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda text: text.replace('pod=""', 'pod="train-9"', 1),  # a pod came
+        lambda text: text.replace('UUID="GPU-0003"', 'UUID="GPU-0099"'),  # a GPU was swapped
+        lambda text: text.replace("# HELP DCGM_FI_DEV_GPU_UTIL", "# HELP DCGM_FI_DEV_GPU_UTIL now", 1),
+        lambda text: text.replace("} 45\n", "} 45 1764489600123\n", 1),  # a timestamp
+        lambda text: text.replace("} 45\n", "}  45\n", 1),  # two spaces: not the common shape
+        lambda text: text.rsplit("\n", 2)[0] + "\n",  # a line less
+        lambda text: text + 'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0000",Hostname="node-0"} 5\n',
+        lambda text: text.replace("} 45\n", "} 45\n\n", 1),  # an empty line
+        lambda text: text.replace("\n", "\r\n"),
+        lambda text: text[:-1],  # no newline at the end
+    ],
+)
+def test_a_page_that_changed_in_more_than_values_reads_as_the_general_path(change):
+    first = "\n".join(_exporter_page()) + "\n"
+    _read(first)
+    second = change(first)
+    assert second != first
+    assert _read(second, scrape_time_ms=SCRAPE_MS + 15_000) == _slow(second, "", SCRAPE_MS + 15_000)
+
+
+def test_a_value_split_off_inside_a_comment_gives_no_template():
+    # "# HELP ... {x} 5" ends like a sample: the pieces would not tell the lines apart, so the page
+    # is read by the single pass every time.
+    lines = _exporter_page()
+    lines.insert(0, "# HELP DCGM_FI_DEV_GPU_UTIL utilisation {in %} 100")
+    first = "\n".join(lines) + "\n"
+    _read(first)
+    assert all(slot.template is None for slot in dcgm._TEMPLATES.values())
+    second = first.replace("} 45\n", "} 12\n")
+    assert _read(second) == _slow(second, "")
+
+
+def test_xid_counts_and_shared_gpus_on_a_page_like_the_last_one(monkeypatch):
+    # GPU 1 is listed under a second pod (its values: the first listing stands; its pod: the first
+    # that is not empty) and has Xid counts, one of them listed twice (the first stands).
+    def page(util: str, count: str) -> str:
+        return "\n".join(
+            [
+                f"DCGM_FI_DEV_GPU_UTIL{{{_family_labels(0, '')}}} {util}",
+                f"DCGM_FI_DEV_GPU_UTIL{{{_family_labels(1, '')}}} 10",
+                f"DCGM_FI_DEV_GPU_UTIL{{{_family_labels(1, 'train-1')}}} 20",
+                f'DCGM_EXP_XID_ERRORS_COUNT{{{_family_labels(1, "")},xid="79"}} {count}',
+                f'DCGM_EXP_XID_ERRORS_COUNT{{{_family_labels(1, "")},xid="48"}} 1',
+                f'DCGM_EXP_XID_ERRORS_COUNT{{{_family_labels(1, "train-1")},xid="79"}} 7',
+                f"DCGM_FI_DEV_XID_ERRORS{{{_family_labels(0, '')}}} 0",
+                f"DCGM_FI_DEV_XID_ERRORS{{{_family_labels(1, '')}}} 79",
+            ]
+        )
+
+    _read(page("50", "2"))
+    _single_pass_refused(monkeypatch)
+    records, rejected = _read(page("60", "3"))
+    assert (records, rejected) == _slow(page("60", "3"), "")
+    gpu1 = next(record for record in records if record.gpu_index == 1)
+    expected = (10.0, ((48, 1.0), (79, 3.0)), 79, "train-1")
+    assert (gpu1.util_pct, gpu1.xid_counts, gpu1.xid_last, gpu1.pod) == expected
+
+
+def test_a_page_that_keeps_changing_rests_from_its_template(monkeypatch):
+    # Pods change the page every scrape: after two misses in a row it is not tried against a
+    # template for _TEMPLATE_REST pages, and every page still reads as the general path.
+    tried = []
+    pattern = dcgm._VALUE_SPLIT
+
+    class Counting:
+        def findall(self, text):
+            tried.append(1)
+            return pattern.findall(text)
+
+        def split(self, text):
+            return pattern.split(text)
+
+    monkeypatch.setattr(dcgm, "_VALUE_SPLIT", Counting())
+    base = "\n".join(_exporter_page()) + "\n"
+    pages = [base.replace('pod=""', f'pod="job-{n}"', 1) for n in range(14)]
+    for text in pages:
+        assert _read(text, origin="http://node-0:9400/metrics") == _slow(text, "")
+    # Page 0 teaches; 1 and 2 miss (tried); 3-10 rest; 11 is tried again and misses; 12-13 rest.
+    assert len(tried) == 3
+
+
+def test_templates_are_bounded_and_the_oldest_go(monkeypatch):
+    monkeypatch.setattr(dcgm, "_TEMPLATE_LINES_MAX", 200)
+    base = "\n".join(_exporter_page()) + "\n"  # 16 GPUs x 8 families: 128 lines
+    pages = {host: base.replace("Hostname=", f'site="{host}",Hostname=') for host in ("a", "b", "c")}
+    for host, text in pages.items():
+        assert _read(text, host, origin=host) == _slow(text, host)
+    assert [key[0] for key in dcgm._TEMPLATES] == ["c"]  # b pushed a out, c pushed b out
+    for host, text in pages.items():
+        again = text.replace("} 45\n", "} 44\n")
+        assert _read(again, host, origin=host) == _slow(again, host)
+
+
+def test_every_real_exporter_fixture_reads_the_same_from_its_template():
+    for path in sorted(FIXTURES.glob("*.txt")):
+        text = path.read_text()
+        _read(text, "host")
+        assert _read(text, "host", SCRAPE_MS + 15_000) == _slow(text, "host", SCRAPE_MS + 15_000), path.name

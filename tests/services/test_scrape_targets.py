@@ -101,3 +101,46 @@ def test_the_sources_page_lists_its_targets_with_the_one_down_first(client, clus
     assert f"{base}/gone answered HTTP 404" in rows[0]
     assert "Down" in rows[0]
     assert "Up" in rows[1]
+
+
+def test_each_target_is_read_against_its_own_last_page(cluster, exporter):
+    # Two exporters serve pages alike but for their host; each page is compared with the one read
+    # before from the same URL (collectors.dcgm templates), so the second run's values are each
+    # target's own.
+    from datetime import timedelta
+
+    from efficiency.collectors import dcgm
+
+    pages, base = exporter
+    good = FIXTURE.read_bytes()
+    other = good.replace(b'Hostname="k8s-gpu1"', b'Hostname="k8s-gpu2"')
+    urls = [f"{base}/one", f"{base}/two"]
+    source = DataSource.objects.create(
+        cluster=cluster, kind=SourceKind.DCGM_SCRAPE, name="dcgm", config={"urls": urls}
+    )
+    dcgm._TEMPLATES.clear()
+    pages["/one"], pages["/two"] = (200, good), (200, other)
+    source_collect(source_id=source.pk, now=NOW)
+    assert {key[0] for key in dcgm._TEMPLATES} == set(urls)
+    later = NOW + timedelta(seconds=15)
+    pages["/one"] = (
+        200,
+        good.replace(
+            b'Hostname="k8s-gpu1",DCGM_FI_DRIVER_VERSION="550.54.15"} 21383',
+            b'Hostname="k8s-gpu1",DCGM_FI_DRIVER_VERSION="550.54.15"} 1000',
+        ),
+    )
+    pages["/two"] = (
+        200,
+        other.replace(
+            b'Hostname="k8s-gpu2",DCGM_FI_DRIVER_VERSION="550.54.15"} 21383',
+            b'Hostname="k8s-gpu2",DCGM_FI_DRIVER_VERSION="550.54.15"} 2000',
+        ),
+    )
+    assert pages["/one"][1] != good
+    assert pages["/two"][1] != other
+
+    source_collect(source_id=source.pk, now=later)
+
+    stored = dict(GpuSample.objects.filter(ts=later).values_list("node__hostname", "fb_used_mib"))
+    assert stored == {"k8s-gpu1": 1000.0, "k8s-gpu2": 2000.0}
