@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import NamedTuple
 
 from django.conf import settings
@@ -161,7 +162,7 @@ def _readings_ingest(
         passes here 10,000 times.
         """
         not_known = []
-        nodes_get, last_seen_get = nodes.get, last_seen_ms.get
+        nodes_get, last_seen_get, values_of = nodes.get, last_seen_ms.get, _READING_VALUES
         for reading in batch:
             node = nodes_get(reading.hostname)
             if node is None:
@@ -187,16 +188,7 @@ def _readings_ingest(
                     f"{reading.hostname} gpu {gpu_index}",
                 )
                 reading.xid_last = xid_last = None
-            values = (
-                reading.util_pct,
-                reading.gr_engine_active_pct,
-                reading.sm_active_pct,
-                reading.fb_used_mib,
-                reading.power_w,
-                reading.temp_c,
-                reading.ecc_dbe_total,
-                xid_last,
-            )
+            values = values_of(reading)
             if reading.xid_counts:
                 result.xid_counts += [
                     XidCount(node_id, gpu_index, xid, timestamp_ms)
@@ -247,6 +239,10 @@ def _readings_ingest(
     if moved := _seen_moved(last_seen_ms, seen_s):
         nodes_seen_mark(node_last_seen=moved)
     return result
+
+
+# A reading's values in SAMPLE_COLUMNS's order (util_pct .. xid_last), in one call.
+_READING_VALUES = attrgetter(*SAMPLE_COLUMNS[4:])
 
 
 def _nodes_read(queryset, nodes: dict[str, tuple[int, int]], seen_s: dict[int, float | None]) -> None:
