@@ -624,9 +624,12 @@ def _kind_learn(name: str, kinds: dict[str, tuple[int, float, float]]) -> tuple[
 # a page made of the pieces and values that match is matched at the same places.
 _VALUE_SPLIT = re.compile(rf"\}} ([^ \n}}_]{{1,{_MAX_VALUE_CHARS}}})(?=\n|\Z)")
 # Templates kept, by origin (an exporter's URL) and default hostname, else by default hostname and
-# the page's text up to its first '{' (the first metric and its comments), and the lines they
-# hold together: past _TEMPLATE_LINES_MAX lines or _TEMPLATE_SLOTS_MAX pages the ones learned
-# longest ago go (a 10,000-GPU page is some 80,000 lines and 20 MB).
+# the page's text up to its first '{' (the first metric and its comments). Together they hold at
+# most _TEMPLATE_LINES_MAX lines (a 10,000-GPU page is some 80,000 lines and 20 MB) of at most
+# _TEMPLATE_SLOTS_MAX pages. When that is full, a new page gets a template only when some page
+# kept has not been read for two rounds of all the pages kept (then that one goes): a worker
+# reading more pages than fit, in turn, keeps the templates of those it has and reads the others
+# as before, where dropping the oldest would learn every page and keep none long enough to use.
 _TEMPLATE_LINES_MAX = 200_000
 _TEMPLATE_SLOTS_MAX = 20_000
 _TEMPLATE_KEY_CHARS = 2_000
@@ -654,13 +657,70 @@ class _Template:
 
 @dataclass(slots=True)
 class _TemplateSlot:
+    """A page's template, and how it has matched lately."""
+
     template: _Template | None = None
-    misses: int = 0
-    resting: int = 0
+    misses: int = 0  # pages in a row that did not match it
+    resting: int = 0  # pages still to read without trying it
+    last_read: int = 0  # the shelf's read count when the page was last read
+
+    @property
+    def lines(self) -> int:
+        return self.template.lines if self.template is not None else 0
 
 
-_TEMPLATES: dict[tuple[str, str, str], _TemplateSlot] = {}
-_TEMPLATES_LOCK = threading.Lock()  # the dict is shared by threads; a slot's counters may race
+class _TemplateShelf(dict):
+    """The templates kept, by page key, and the lines they hold together. Shared by threads: the
+    dictionary changes under a lock; a slot's counters may race, which costs only time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines = 0
+        self.reads = 0
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self.lock:
+            super().clear()
+            self.lines = 0
+
+    def slot(self, key: tuple[str, str, str]) -> _TemplateSlot | None:
+        """The page's slot, if it has one; counts the read."""
+        self.reads += 1
+        slot = self.get(key)
+        if slot is not None:
+            slot.last_read = self.reads
+        return slot
+
+    def room(self, key: tuple[str, str, str], lines: int) -> bool:
+        """Whether a template of ``lines`` lines fits under ``key`` (in place of its own), once the
+        templates of pages not read for two rounds of all the pages kept are dropped."""
+        with self.lock:
+            if not self._fits(key, lines):
+                stale = self.reads - 2 * len(self)
+                for old_key in [old for old, slot in self.items() if slot.last_read < stale and old != key]:
+                    self._drop(old_key)
+            return self._fits(key, lines)
+
+    def keep(self, key: tuple[str, str, str], slot: _TemplateSlot) -> None:
+        with self.lock:
+            self._drop(key)
+            self[key] = slot
+            self.lines += slot.lines
+
+    def _fits(self, key: tuple[str, str, str], lines: int) -> bool:
+        own = self.get(key)
+        if own is None and len(self) >= _TEMPLATE_SLOTS_MAX:
+            return False
+        return self.lines - (own.lines if own is not None else 0) + lines <= _TEMPLATE_LINES_MAX
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        old = self.pop(key, None)
+        if old is not None:
+            self.lines -= old.lines
+
+
+_TEMPLATES = _TemplateShelf()
 _NO_LINE = -1  # a column's entry for a reading no line gives a value to
 
 
@@ -670,9 +730,9 @@ def _template_pass(
     """``_single_pass`` for a page like the one before from the same origin; else the single pass
     itself (None when that is not for the page), remembering the page as the next one's template."""
     key = (origin, default_hostname, "" if origin else text[: max(text.find("{", 0, _TEMPLATE_KEY_CHARS), 0)])
-    slot = _TEMPLATES.get(key)
+    slot = _TEMPLATES.slot(key)
     if slot is None:
-        slot = _TemplateSlot()
+        slot = _TemplateSlot(last_read=_TEMPLATES.reads)
     elif slot.resting:
         slot.resting -= 1
         if not slot.resting:
@@ -697,26 +757,12 @@ def _template_pass(
         return None
     outcome = ParseOutcome()
     outcome.records = read.reader.readings()
-    slot.template = _template_learn(_VALUE_SPLIT.split(text), read, outcome.records)
-    if slot.template is None:
-        slot.resting = _TEMPLATE_REST
-    _template_keep(key, slot)
+    if _TEMPLATES.room(key, len(read.texts)):
+        slot.template = _template_learn(_VALUE_SPLIT.split(text), read, outcome.records)
+        if slot.template is None:
+            slot.resting = _TEMPLATE_REST
+        _TEMPLATES.keep(key, slot)
     return outcome
-
-
-def _template_keep(key: tuple[str, str, str], slot: _TemplateSlot) -> None:
-    """Keep ``slot`` under ``key``, the newest, dropping the oldest past _TEMPLATE_LINES_MAX lines
-    or _TEMPLATE_SLOTS_MAX pages."""
-    lines = slot.template.lines if slot.template is not None else 0
-    with _TEMPLATES_LOCK:
-        _TEMPLATES.pop(key, None)
-        if lines > _TEMPLATE_LINES_MAX:
-            return
-        held = sum(kept.template.lines for kept in _TEMPLATES.values() if kept.template is not None)
-        while _TEMPLATES and (held + lines > _TEMPLATE_LINES_MAX or len(_TEMPLATES) >= _TEMPLATE_SLOTS_MAX):
-            oldest = _TEMPLATES.pop(next(iter(_TEMPLATES)))
-            held -= oldest.template.lines if oldest.template is not None else 0
-        _TEMPLATES[key] = slot
 
 
 def _template_learn(parts: list[str], read: _SinglePassRead, records: list[GpuReading]) -> _Template | None:

@@ -517,16 +517,31 @@ def test_a_page_that_keeps_changing_rests_from_its_template(monkeypatch):
     assert len(tried) == 3
 
 
-def test_templates_are_bounded_and_the_oldest_go(monkeypatch):
+def test_templates_are_bounded_and_pages_read_in_turn_keep_theirs(monkeypatch):
+    # Room for one page's template: three pages read in turn keep the first one's (dropping it
+    # for the next would learn each page and use none), and read the same with or without.
     monkeypatch.setattr(dcgm, "_TEMPLATE_LINES_MAX", 200)
     base = "\n".join(_exporter_page()) + "\n"  # 16 GPUs x 8 families: 128 lines
     pages = {host: base.replace("Hostname=", f'site="{host}",Hostname=') for host in ("a", "b", "c")}
-    for host, text in pages.items():
-        assert _read(text, host, origin=host) == _slow(text, host)
-    assert [key[0] for key in dcgm._TEMPLATES] == ["c"]  # b pushed a out, c pushed b out
-    for host, text in pages.items():
-        again = text.replace("} 45\n", "} 44\n")
-        assert _read(again, host, origin=host) == _slow(again, host)
+    for round_ in range(3):
+        for host, text in pages.items():
+            text = text.replace("} 45\n", "} " + str(45 - round_) + "\n")
+            assert _read(text, host, origin=host) == _slow(text, host)
+        assert list(dcgm._TEMPLATES) == [("a", "a", "")]
+        assert dcgm._TEMPLATES.lines == 128
+
+
+def test_a_page_no_longer_read_makes_room(monkeypatch):
+    monkeypatch.setattr(dcgm, "_TEMPLATE_LINES_MAX", 200)
+    base = "\n".join(_exporter_page()) + "\n"
+    first, second = (base.replace("Hostname=", f'site="{host}",Hostname=') for host in ("a", "b"))
+    _read(first, origin="a")
+    for _ in range(4):  # "a" is not read for two rounds of the one page kept, then "b" takes its place
+        assert _read(second, origin="b") == _slow(second, "")
+    assert [key[0] for key in dcgm._TEMPLATES] == ["b"]
+    _single_pass_refused(monkeypatch)
+    again = second.replace("} 45\n", "} 44\n")
+    assert _read(again, origin="b") == _slow(again, "")
 
 
 def test_every_real_exporter_fixture_reads_the_same_from_its_template():
