@@ -15,7 +15,7 @@ import re
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from itertools import groupby, repeat, starmap
 from operator import itemgetter
 from typing import NamedTuple
@@ -758,10 +758,10 @@ def _template_pass(
     outcome = ParseOutcome()
     outcome.records = read.reader.readings()
     if _TEMPLATES.room(key, len(read.texts)):
-        slot.template = _template_learn(_VALUE_SPLIT.split(text), read, outcome.records)
-        if slot.template is None:
-            slot.resting = _TEMPLATE_REST
-        _TEMPLATES.keep(key, slot)
+        template = _template_learn(_VALUE_SPLIT.split(text), read, outcome.records)
+        resting = _TEMPLATE_REST if template is None else slot.resting
+        # A new slot: the shelf counts the lines of the one it replaces as they were.
+        _TEMPLATES.keep(key, replace(slot, template=template, resting=resting))
     return outcome
 
 
