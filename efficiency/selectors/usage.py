@@ -269,9 +269,12 @@ def department_heatmap(
 
 def _busy_share(sampled, busy) -> Case:
     """A cell's busy share of its sampled time, at most 1; NULL where nothing was sampled. The
-    database's division and LEAST are IEEE doubles as Python's are: the same value, bit for bit."""
+    database's division and LEAST are IEEE doubles as Python's are: the same value, bit for bit.
+    Busy time is capped at the sampled time before dividing (the same result: x / y for x <= y,
+    else 1): PostgreSQL refuses a quotient past the largest double where Python gives inf, and
+    one cell of a few busy seconds over a vanishing sampled time failed the whole map."""
     return Case(
-        When(GreaterThan(sampled, 0.0), then=Least(Coalesce(busy, Value(0.0)) / sampled, Value(1.0))),
+        When(GreaterThan(sampled, 0.0), then=Least(Coalesce(busy, Value(0.0)), sampled) / sampled),
         default=None,
         output_field=FloatField(),
     )
@@ -303,8 +306,8 @@ def _hourly_heatmap(user: User, department: Department, time_range: TimeRange, m
     least = "LEAST" if connection.vendor == "postgresql" else "MIN"
     sql = (
         f"SELECT node_id, {_block_index_sql()} AS block, "  # noqa: S608
-        "CASE WHEN SUM(sampled_gpu_s) > 0 "
-        f"THEN {least}(COALESCE(SUM(busy_gpu_s), 0.0) / SUM(sampled_gpu_s), 1.0) END "
+        "CASE WHEN SUM(sampled_gpu_s) > 0 "  # capped, then divided: see _busy_share
+        f"THEN {least}(COALESCE(SUM(busy_gpu_s), 0.0), SUM(sampled_gpu_s)) / SUM(sampled_gpu_s) END "
         f"FROM ({inner_sql}) node_hours GROUP BY node_id, block"
     )
     start_epoch = int(time_range.start.timestamp())

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from efficiency.choices import JobSource, JobState, MappingKind
@@ -258,6 +258,7 @@ _GPU_SECONDS = st.one_of(
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=st.lists(st.tuples(_GPU_SECONDS, _GPU_SECONDS), min_size=1, max_size=8))
+@example(cells=[(5e-324, 1.0), (1e-300, 86_400.0)])  # quotients past the largest double (a CI run found them)
 def test_heatmap_cells_worked_out_in_the_database_equal_the_python_rule(db, org_committee, cells):
     # The busy share of each cell is divided and capped by the database; rounded in Python. For
     # any sampled and busy GPU-seconds (none sampled, busier than sampled, fractions) the cells are
