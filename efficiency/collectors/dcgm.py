@@ -381,9 +381,7 @@ def _single_pass(text: str, scrape_time_ms: int, default_hostname: str) -> Parse
     read = _single_pass_read(text, scrape_time_ms, default_hostname)
     if read is None:
         return None
-    outcome: ParseOutcome[GpuReading] = ParseOutcome()
-    outcome.records = read.reader.readings()
-    return outcome
+    return ParseOutcome(records=read.reader.readings())
 
 
 class _SinglePassRead(NamedTuple):
@@ -467,7 +465,7 @@ class _PageReader:
         values and one short loop: checking each value on its own, in Python, was most of the
         pass. Any other run (new GPUs, Xid counts, labels never checked) goes line by line.
         """
-        slot, factor, limit = kind
+        slot = kind[0]
         if slot == _IGNORED:
             # Not ours, but the general parser would still reject bad labels: check each text once.
             return self.checked.issuperset(texts) or self._lines_take(kind, texts, values)
@@ -483,19 +481,10 @@ class _PageReader:
                 rows = None if self.row_of else self._rows_new(texts)
                 if rows is None:
                     return self._lines_take(kind, texts, values)
-        # The line-by-line checks, over the run: NaN fails every comparison, min() and max() may
-        # pass over it, so it is looked for first.
-        if any(map(math.isnan, values)) or min(values) < 0.0 or max(values) >= DCGM_INT32_BLANK:
+        stored = _run_stored(kind, values)
+        if stored is None:
             return False
-        if slot == _XID_LAST:
-            if not all(map(float.is_integer, values)):
-                return False
-            at, stored = _ROW_XID_LAST, list(map(int, values))
-        else:
-            at = _ROW_VALUES + slot
-            stored = values if factor == 1.0 else [value * factor for value in values]
-        if max(stored) > limit:
-            return False
+        at = _ROW_XID_LAST if slot == _XID_LAST else _ROW_VALUES + slot
         for row, value in zip(rows, stored, strict=True):
             if row[at] is None:  # a GPU shared by several pods, listed once per pod: the first stands
                 row[at] = value
@@ -588,6 +577,23 @@ class _PageReader:
 
 
 _IGNORED, _XID_COUNT, _XID_LAST = -1, -2, -3
+
+
+def _run_stored(kind: tuple[int, float, float], values: list[float]) -> list | None:
+    """A run's values of a metric we map as its readings keep them (Xid codes as integers, gauges
+    in portal units, Xid counts as they are); None when one would send the page to the general
+    path: NaN, negative, a DCGM blank, an Xid code that is not an integer, a percentage above 100.
+    The line-by-line checks, over the whole run."""
+    slot, factor, limit = kind
+    # NaN fails every comparison, and min() and max() may pass over it: it is looked for first.
+    if any(map(math.isnan, values)) or min(values) < 0.0 or max(values) >= DCGM_INT32_BLANK:
+        return None
+    if slot == _XID_LAST:
+        return list(map(int, values)) if all(map(float.is_integer, values)) else None
+    if slot == _XID_COUNT:
+        return values
+    stored = values if factor == 1.0 else [value * factor for value in values]
+    return None if max(stored) > limit else stored
 
 
 def _kind_learn(name: str, kinds: dict[str, tuple[int, float, float]]) -> tuple[int, float, float]:
@@ -746,17 +752,14 @@ def _template_pass(
             records = _template_read(template, texts, scrape_time_ms)
             if records is None:
                 return None  # some value the single pass would refuse too: the general path
-            outcome: ParseOutcome[GpuReading] = ParseOutcome()
-            outcome.records = records
-            return outcome
+            return ParseOutcome(records=records)
         slot.misses += 1
         if slot.misses >= _TEMPLATE_MISSES_MAX:
             slot.misses, slot.resting = 0, _TEMPLATE_REST
     read = _single_pass_read(text, scrape_time_ms, default_hostname)
     if read is None:
         return None
-    outcome = ParseOutcome()
-    outcome.records = read.reader.readings()
+    outcome = ParseOutcome(records=read.reader.readings())
     if _TEMPLATES.room(key, len(read.texts)):
         template = _template_learn(_VALUE_SPLIT.split(text), read, outcome.records)
         resting = _TEMPLATE_REST if template is None else slot.resting
@@ -815,23 +818,13 @@ def _template_read(template: _Template, texts: list[str], scrape_time_ms: int) -
     except ValueError:
         return None
     stored: list = [None] * (len(values) + 1)  # each line's value as its reading keeps it; None last
-    for (slot, factor, limit), start, end in template.runs:
-        if slot == _IGNORED:
+    for kind, start, end in template.runs:
+        if kind[0] == _IGNORED:
             continue
-        run = values[start:end]
-        if any(map(math.isnan, run)) or min(run) < 0.0 or max(run) >= DCGM_INT32_BLANK:
+        run = _run_stored(kind, values[start:end])
+        if run is None:
             return None
-        if slot == _XID_LAST:
-            if not all(map(float.is_integer, run)):
-                return None
-            stored[start:end] = map(int, run)
-        elif slot == _XID_COUNT:
-            stored[start:end] = run
-        else:
-            scaled = run if factor == 1.0 else [value * factor for value in run]
-            if max(scaled) > limit:
-                return None
-            stored[start:end] = scaled
+        stored[start:end] = run
     columns = [list(map(stored.__getitem__, column)) for column in template.columns]
     counts: list = [()] * len(template.where[0])
     for row, by_xid in template.xid_counts.items():
